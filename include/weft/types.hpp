@@ -1,0 +1,53 @@
+// Element types and reduction operators shared by the C++ API, the algorithms and the tools.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace weft {
+
+/// Element type of a collective's buffers. Values match the C API's weftDataType_t.
+enum class DataType : uint8_t {
+  kInt8 = 0,
+  kUint8 = 1,
+  kInt32 = 2,
+  kUint32 = 3,
+  kInt64 = 4,
+  kUint64 = 5,
+  kFloat16 = 6,
+  kFloat32 = 7,
+  kFloat64 = 8,
+  kBFloat16 = 9,
+};
+inline constexpr int kNumDataTypes = 10;
+
+/// Reduction operator. kAvg is a sum divided by the rank count (integer division for
+/// integer types). Values match the C API's weftRedOp_t.
+enum class ReduceOp : uint8_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
+inline constexpr int kNumReduceOps = 5;
+
+/// The collectives weft implements.
+enum class CollectiveKind : uint8_t { kAllreduce, kAllgather, kReduceScatter, kBroadcast, kBarrier };
+inline constexpr int kNumCollectiveKinds = 5;
+
+/// Bytes per element; 0 for a value outside the enum.
+size_t size_of(DataType type);
+/// True when `type` is one of the enumerators (guards values that came through the C API).
+bool is_valid(DataType type);
+bool is_valid(ReduceOp op);
+
+/// Short names (C strings: this Abseil's StrCat does not take std::string_view) as nccl-tests prints them: "float", "half", "bfloat16", "int8", ...
+const char* name_of(DataType type);
+/// "sum", "prod", "max", "min", "avg".
+const char* name_of(ReduceOp op);
+/// "allreduce", "allgather", "reduce_scatter", "broadcast", "barrier".
+const char* name_of(CollectiveKind kind);
+
+/// Accepts the names above and common aliases ("f32", "float32", "fp16", "bf16", "i32", ...).
+std::optional<DataType> parse_data_type(std::string_view name);
+std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+std::optional<CollectiveKind> parse_collective(std::string_view name);
+
+}  // namespace weft

@@ -1,0 +1,116 @@
+// weft's C++ API: a communicator over a group of ranks and the collectives it runs.
+//
+// Every call returns absl::Status. Errors are typed by their code:
+//   InvalidArgument     bad input on this rank (null buffer, unknown type, overflow)
+//   DeadlineExceeded    a wait ran past the call's timeout (a peer stopped, a link stalled)
+//   Unavailable         a peer went away or a link failed
+//   FailedPrecondition  the communicator is not usable (not initialised, already failed)
+// and the message names the rank, the peer and what to do.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "weft/types.hpp"
+
+namespace weft {
+
+/// Options shared by every collective. A zero timeout means "use WEFT_TIMEOUT"; an empty
+/// algorithm means "choose by message size" (WEFT_ALGORITHM may still force one).
+struct CallOptions {
+  absl::Duration timeout = absl::ZeroDuration();
+  std::string algorithm;
+};
+
+struct AllreduceOptions : CallOptions {
+  ReduceOp op = ReduceOp::kSum;
+};
+struct AllgatherOptions : CallOptions {};
+struct ReduceScatterOptions : CallOptions {
+  ReduceOp op = ReduceOp::kSum;
+};
+struct BroadcastOptions : CallOptions {
+  int root = 0;
+};
+struct BarrierOptions : CallOptions {};
+
+/// Opaque token that lets ranks find each other: the rendezvous address and a job id.
+/// Rank 0 (or any one process) creates it; the launcher or MPI hands it to every rank.
+struct UniqueId {
+  std::array<uint8_t, 128> bytes{};
+};
+
+/// Creates a UniqueId and starts serving the rendezvous for it in this process, on the
+/// interface named by WEFT_SOCKET_IFNAME (default: the first non-loopback interface that is up).
+absl::StatusOr<UniqueId> make_unique_id();
+
+/// Per-link counters, as the transports see them.
+struct LinkStats {
+  int peer = -1;
+  std::string transport;  ///< "shm" or "tcp"; empty when the link was never used
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t errors = 0;
+};
+
+namespace detail {
+class Comm;
+}
+
+/// A group of ranks that run collectives together. Not thread-safe: one thread drives a
+/// communicator at a time, as with NCCL. Every rank must call the same collectives, in the
+/// same order, with matching arguments.
+class Communicator {
+ public:
+  /// Joins the job described by the launcher environment: mpirun (OMPI_COMM_WORLD_*), Slurm
+  /// (SLURM_PROCID, ...) or WEFT_RANK / WEFT_SIZE, meeting the other ranks at
+  /// WEFT_COORDINATOR (host:port; rank 0 serves it).
+  static absl::StatusOr<std::unique_ptr<Communicator>> create_from_env();
+  /// Joins the job identified by `id` as `rank` of `size` (the shape of ncclCommInitRank).
+  static absl::StatusOr<std::unique_ptr<Communicator>> create(const UniqueId& id, int rank,
+                                                              int size);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  /// Rank among the ranks of this host, and how many ranks share this host.
+  int local_rank() const;
+  int local_size() const;
+
+  /// recv[i] = op over ranks of send[i], for i < count. send == recv is in-place.
+  absl::Status allreduce(const void* send, void* recv, size_t count, DataType type,
+                         const AllreduceOptions& options = {});
+  /// recv[r * send_count + i] = send[i] of rank r. In-place when send == recv + rank * send_count.
+  absl::Status allgather(const void* send, void* recv, size_t send_count, DataType type,
+                         const AllgatherOptions& options = {});
+  /// recv[i] = op over ranks of send[rank * recv_count + i]. In-place when
+  /// recv == send + rank * recv_count.
+  absl::Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                              const ReduceScatterOptions& options = {});
+  /// recv[i] = send[i] of the root; `send` is read on the root only. send == recv is in-place.
+  absl::Status broadcast(const void* send, void* recv, size_t count, DataType type,
+                         const BroadcastOptions& options = {});
+  /// Returns once every rank has entered the barrier.
+  absl::Status barrier(const BarrierOptions& options = {});
+
+  /// Counters of every link this rank has opened.
+  std::vector<LinkStats> link_stats() const;
+
+  /// For the runtime's own layers; not part of the stable API.
+  detail::Comm& impl() { return *impl_; }
+
+ private:
+  explicit Communicator(std::unique_ptr<detail::Comm> impl);
+  std::unique_ptr<detail::Comm> impl_;
+};
+
+}  // namespace weft

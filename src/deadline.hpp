@@ -1,0 +1,51 @@
+// Deadlines and polite waiting: every wait in weft is bounded, and a waiting rank gives its
+// core away quickly because ranks often outnumber cores.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace weft {
+
+/// A point in time after which a wait gives up.
+class Deadline {
+ public:
+  static Deadline after(absl::Duration d) { return Deadline(absl::Now() + d); }
+  static Deadline never() { return Deadline(absl::InfiniteFuture()); }
+  explicit Deadline(absl::Time at) : at_(at) {}
+
+  bool expired() const { return absl::Now() >= at_; }
+  absl::Time at() const { return at_; }
+  absl::Duration remaining() const { return at_ - absl::Now(); }
+  /// Milliseconds left, clamped to [0, INT32_MAX], for poll(2).
+  int remaining_ms() const;
+
+ private:
+  absl::Time at_;
+};
+
+/// Backs off while a condition is not met: spins for a few microseconds (a peer on another
+/// core answers within that), then yields, then sleeps with growing naps (a peer that needs
+/// this core gets it). Call reset() after progress.
+class Backoff {
+ public:
+  void pause();
+  void reset() { rounds_ = 0; }
+  /// True once the waiter has gone past spinning; cheap liveness checks belong there.
+  bool is_sleeping() const { return rounds_ > kSpinRounds + kYieldRounds; }
+  uint64_t rounds() const { return rounds_; }
+
+ private:
+  static constexpr uint64_t kSpinRounds = 256;
+  static constexpr uint64_t kYieldRounds = 64;
+  uint64_t rounds_ = 0;
+};
+
+/// The DeadlineExceeded error every wait returns, naming what was awaited.
+absl::Status deadline_error(std::string_view what);
+
+}  // namespace weft

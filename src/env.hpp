@@ -1,0 +1,76 @@
+// Every WEFT_* environment variable, declared once with its default and meaning.
+// No other file calls getenv: launcher variables (OMPI_*, SLURM_*) are read through
+// read_env() too, so tests can substitute the environment.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace weft {
+
+// C strings rather than std::string_view: this Abseil's StrCat does not take std::string_view.
+struct EnvVar {
+  const char* name;
+  const char* default_value;  ///< empty: unset by default
+  const char* help;
+};
+
+namespace env {
+inline constexpr EnvVar kRank{"WEFT_RANK", "", "this process's rank when no launcher sets one"};
+inline constexpr EnvVar kSize{"WEFT_SIZE", "", "number of ranks when no launcher sets one"};
+inline constexpr EnvVar kLocalRank{"WEFT_LOCAL_RANK", "",
+                                   "rank among this host's ranks (default: from the launcher)"};
+inline constexpr EnvVar kCoordinator{
+    "WEFT_COORDINATOR", "", "host:port of the rendezvous that rank 0 serves (create_from_env)"};
+inline constexpr EnvVar kSocketIfname{
+    "WEFT_SOCKET_IFNAME", "",
+    "network interface for bootstrap and tcp (default: first non-loopback interface up)"};
+inline constexpr EnvVar kTransport{"WEFT_TRANSPORT", "auto",
+                                   "force one transport for every link: auto, shm or tcp"};
+inline constexpr EnvVar kTimeout{"WEFT_TIMEOUT", "300",
+                                 "seconds any wait may take before the call fails"};
+inline constexpr EnvVar kAlgorithm{
+    "WEFT_ALGORITHM", "",
+    "force algorithms by collective, e.g. allreduce=ring,broadcast=chain (see weft info)"};
+inline constexpr EnvVar kSmallMessageBytes{
+    "WEFT_SMALL_MESSAGE_BYTES", "65536",
+    "allreduce at or below this many bytes uses the latency-optimal algorithm"};
+inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "4194304",
+                                      "bytes of each one-way shared-memory ring"};
+inline constexpr EnvVar kRelayBytes{
+    "WEFT_RELAY_BYTES", "4194304",
+    "bytes of the per-communicator buffer that carries partial reductions between links"};
+inline constexpr EnvVar kDebug{"WEFT_DEBUG", "warn", "log level: error, warn, info, debug"};
+}  // namespace env
+
+/// Every variable above, in the order `weft info` prints them.
+const std::vector<const EnvVar*>& all_env_vars();
+
+/// Looks a variable up by name; the default is the process environment.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
+std::optional<std::string> read_env(std::string_view name);
+
+/// The variable's value, or its default when unset or empty.
+std::string env_value(const EnvVar& var, const EnvLookup& lookup = read_env);
+
+/// Run-time settings that come from the environment, read once per communicator.
+struct Config {
+  std::string transport;  ///< "auto", "shm" or "tcp"
+  absl::Duration timeout;
+  std::string algorithm;  ///< WEFT_ALGORITHM as given
+  size_t small_message_bytes;
+  size_t shm_ring_bytes;
+  size_t relay_bytes;
+  std::string socket_ifname;
+
+  /// Parses and validates every variable; errors name the variable and the bad value.
+  static absl::StatusOr<Config> from_env(const EnvLookup& lookup = read_env);
+};
+
+}  // namespace weft

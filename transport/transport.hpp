@@ -1,0 +1,87 @@
+// The transport interface. A Transport (one per communicator and kind) publishes an address
+// and connects Pairs; a Pair is one link to one peer: a reliable, ordered byte stream each
+// way, driven without blocking so one thread can keep several links moving.
+//
+// Every transport folder has the same files: context.{hpp,cc} (the Transport), pair.{hpp,cc}
+// (the link) and address.{hpp,cc} (what the Transport publishes in bootstrap).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/deadline.hpp"
+#include "src/peer_info.hpp"
+
+namespace weft::transport {
+
+/// Counters a link keeps about itself; the health monitor reads them.
+struct PairStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t errors = 0;
+};
+
+/// Receives a contiguous run of bytes that arrived on a link. The bytes are valid only
+/// during the call.
+using Sink = absl::FunctionRef<void(const std::byte* data, size_t len)>;
+
+class Pair {
+ public:
+  virtual ~Pair() = default;
+
+  virtual int peer() const = 0;
+
+  /// Takes up to `len` bytes without blocking and returns how many it took (0 when the link
+  /// is full). The bytes are copied or on the wire when this returns.
+  virtual absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) = 0;
+
+  /// Hands up to `max` received bytes to `sink` without blocking (possibly in several
+  /// calls) and returns how many it handed over.
+  virtual absl::StatusOr<size_t> recv_some(size_t max, Sink sink) = 0;
+
+  /// Ok while the peer may still make progress; an error once it is known to be gone
+  /// (process exited, connection closed). Waits call it while they sleep.
+  virtual absl::Status check_peer() = 0;
+
+  virtual PairStats stats() const = 0;
+};
+
+/// What every transport needs to know about the communicator it serves.
+struct TransportInit {
+  int rank = -1;
+  int size = 0;
+  uint64_t job_id = 0;          ///< shared by every rank of one communicator
+  std::string socket_ifname;    ///< interface to listen on (tcp); empty: default
+  size_t ring_bytes = 4 << 20;  ///< capacity of one direction of a shared-memory ring
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  /// "shm", "tcp", ...
+  virtual std::string_view name() const = 0;
+
+  /// The address peers use to connect; published in bootstrap.
+  virtual std::string address() const = 0;
+
+  /// Whether this transport can link `self` to `peer` (host memory).
+  virtual bool viable(const PeerInfo& self, const PeerInfo& peer) const = 0;
+
+  /// Connects to `peer`. Both ranks call connect for each other, in any order; the call
+  /// returns once the link works in both directions or fails by the deadline.
+  virtual absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
+                                                        Deadline deadline) = 0;
+};
+
+/// Creates the named transport ("shm" or "tcp") for one communicator.
+absl::StatusOr<std::unique_ptr<Transport>> make_transport(std::string_view name,
+                                                          const TransportInit& init);
+
+}  // namespace weft::transport
