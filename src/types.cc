@@ -50,7 +50,7 @@ const char* name_of(CollectiveKind kind) {
 }
 
 std::optional<DataType> parse_data_type(std::string_view name) {
-  const std::string n = absl::AsciiStrToLower(name);
+  const std::string n = absl::AsciiStrToLower(std::string(name));
   for (const TypeRow& row : kTypes) {
     if (n == row.name) return row.type;
     for (std::string_view alias : row.aliases) {
@@ -61,7 +61,7 @@ std::optional<DataType> parse_data_type(std::string_view name) {
 }
 
 std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
-  const std::string n = absl::AsciiStrToLower(name);
+  const std::string n = absl::AsciiStrToLower(std::string(name));
   for (int i = 0; i < kNumReduceOps; ++i) {
     if (n == kOps[i]) return static_cast<ReduceOp>(i);
   }
@@ -69,7 +69,7 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
 }
 
 std::optional<CollectiveKind> parse_collective(std::string_view name) {
-  std::string n = absl::AsciiStrToLower(name);
+  std::string n = absl::AsciiStrToLower(std::string(name));
   for (char& c : n) {
     if (c == '-') c = '_';
   }
