@@ -1,0 +1,41 @@
+// The algorithm registry: every algorithm has its own file, a name and a description, and
+// can be forced by name (CallOptions::algorithm, WEFT_ALGORITHM) or listed (`weft info`).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collectives/collective.hpp"
+
+namespace weft {
+
+using RunFn = absl::Status (*)(const AlgoContext& ctx, const CollectiveArgs& args);
+
+struct Algorithm {
+  const char* name;
+  CollectiveKind kind;
+  const char* description;
+  RunFn run;
+};
+
+/// Every algorithm, grouped by collective; the first of each collective is its default.
+const std::vector<Algorithm>& all_algorithms();
+
+/// The algorithm `name` for `kind`, or nullptr.
+const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name);
+
+/// `name` when given (an unknown name is an error listing the known ones); otherwise the
+/// best algorithm for a message of `bytes`.
+absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::string_view name,
+                                                  size_t bytes, size_t small_message_bytes);
+
+// The algorithms, one file each.
+absl::Status allreduce_ring(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status barrier_dissemination(const AlgoContext& ctx, const CollectiveArgs& args);
+
+}  // namespace weft

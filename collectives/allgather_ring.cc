@@ -1,0 +1,75 @@
+// Ring allgather.
+//
+// Every rank starts with its own segment. In N-1 steps each rank sends a segment to the next
+// rank and receives one from the previous rank; the segment received at step k is sent at
+// step k+1. As in reduce-scatter, steps overlap: a received byte is forwarded as soon as it
+// has landed in the output, so a large message streams around the ring in one pass.
+#include <cstring>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/ring.hpp"
+#include "collectives/stream.hpp"
+
+namespace weft {
+
+absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segments& segs,
+                            size_t elem, Deadline deadline, const char* what) {
+  const int n = ctx.size;
+  if (n == 1) return absl::OkStatus();
+  const Schedule& ring = *ctx.schedule;
+  const int p = ring.position_of(ctx.rank);
+  auto seg_ptr = [&](int rank) { return buf + segs.offset(rank) * elem; };
+  auto seg_bytes = [&](int rank) { return segs.length(rank) * elem; };
+  // Step k sends segment rank_at(p - k) and receives segment rank_at(p - 1 - k).
+  auto sent_seg = [&](int k) { return ring.rank_at(p - k); };
+  auto recv_seg = [&](int k) { return ring.rank_at(p - 1 - k); };
+
+  auto next = ctx.links->link(ring.rank_at(p + 1), deadline);
+  if (!next.ok()) return next.status();
+  auto prev = ctx.links->link(ring.rank_at(p - 1), deadline);
+  if (!prev.ok()) return prev.status();
+
+  int sk = 0, rk = 0;  // the steps being sent and received
+  size_t sent = 0;     // bytes of step sk already sent
+  Landing landing = Landing::copy(seg_ptr(recv_seg(0)), seg_bytes(recv_seg(0)));
+  Waiter waiter(what, deadline);
+  while (sk <= n - 2 || rk <= n - 2) {
+    bool moved = false;
+    if (sk <= n - 2) {
+      // Step sk forwards what step sk-1 received: only the bytes that have landed.
+      const size_t total = seg_bytes(sent_seg(sk));
+      const size_t ready = (sk == 0 || rk > sk - 1) ? total : landing.landed();
+      if (sent < ready) {
+        auto n_sent = (*next)->send_some(seg_ptr(sent_seg(sk)) + sent, ready - sent);
+        if (!n_sent.ok()) return n_sent.status();
+        sent += *n_sent;
+        moved |= *n_sent > 0;
+      }
+      if (sent == total) {
+        ++sk;
+        sent = 0;
+      }
+    }
+    if (rk <= n - 2) {
+      auto got = receive_into(**prev, landing);
+      if (!got.ok()) return got.status();
+      moved |= *got > 0;
+      if (landing.done() && ++rk <= n - 2) {
+        landing = Landing::copy(seg_ptr(recv_seg(rk)), seg_bytes(recv_seg(rk)));
+      }
+    }
+    if (absl::Status s = waiter.after_pass(moved, *next, *prev); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args) {
+  const size_t elem = args.elem_bytes();
+  const size_t block = args.count * elem;
+  std::byte* own = args.recv + static_cast<size_t>(ctx.rank) * block;
+  if (args.send != own) std::memcpy(own, args.send, block);
+  return ring_allgather(ctx, args.recv, Segments::uniform(args.count), elem, args.deadline,
+                        "allgather (ring)");
+}
+
+}  // namespace weft

@@ -1,0 +1,64 @@
+// What an algorithm is given: the call's arguments, the ring schedule, the links it may open
+// and the communicator's preallocated workspace. Algorithms never learn which transport a
+// link uses.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collectives/reduce.hpp"
+#include "src/deadline.hpp"
+#include "transport/transport.hpp"
+#include "weft/types.hpp"
+
+namespace weft {
+
+/// One collective call, validated. `count` is in elements: the whole vector for allreduce
+/// and broadcast, the per-rank block for allgather (send) and reduce_scatter (receive).
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  const std::byte* send = nullptr;
+  std::byte* recv = nullptr;
+  size_t count = 0;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  Deadline deadline = Deadline::never();
+
+  size_t elem_bytes() const { return size_of(type); }
+};
+
+/// The order in which ranks pass data around. The router builds it; a router that moves
+/// traffic off a bad link hands out a different ring for a later epoch.
+struct Schedule {
+  uint64_t epoch = 0;
+  std::vector<int> ring;  ///< ranks in ring order; every rank appears once
+
+  int position_of(int rank) const;
+  int rank_at(int position) const;  ///< position taken modulo the ring size
+};
+
+/// Opens links on first use (a rank connects only to the peers its schedules use).
+class LinkProvider {
+ public:
+  virtual ~LinkProvider() = default;
+  virtual absl::StatusOr<transport::Pair*> link(int peer, Deadline deadline) = 0;
+};
+
+/// A bounded FIFO of bytes, allocated and touched once per communicator: it carries partial
+/// reductions from one link to the next without a buffer the size of the message.
+struct Relay {
+  std::byte* data = nullptr;
+  size_t capacity = 0;  ///< a multiple of 8, so an element never straddles the wrap
+};
+
+struct AlgoContext {
+  int rank = 0;
+  int size = 1;
+  const Schedule* schedule = nullptr;
+  LinkProvider* links = nullptr;
+  Relay relay;
+};
+
+}  // namespace weft

@@ -1,0 +1,175 @@
+// Internal to the reduction kernels: the per-ISA kernel tables and the templates they are
+// built from. Included by reduce_avx2.cc and reduce_generic.cc (each compiled with its own
+// target flags), by reduce.cc (for the table declarations) and by the unit tests.
+//
+// Element semantics, identical in every table (the tests check this bit for bit):
+//  * Integers wrap modulo 2^bits: sum and prod are computed in the unsigned type, so there
+//    is no signed-overflow UB; max/min compare as the signed/unsigned type itself.
+//  * float/double sum and prod are plain IEEE operations (round to nearest even, assuming
+//    the default MXCSR). max/min propagate NaN: if a is NaN the result is a, else if b is
+//    NaN it is b, else max = (a < b ? b : a), min = (b < a ? b : a). So for equal operands
+//    (+0 vs -0) the first operand wins, which keeps the result a pure function of (a, b).
+//  * f16 and bf16 convert both operands to float (exact), apply the float operation and
+//    round back to nearest even once. Because float carries >= 2p+2 bits of the target's
+//    p-bit significand (24 >= 2*11+2), the float rounding followed by the half rounding
+//    gives the correctly rounded result for sum and prod (no double-rounding error).
+//    NaNs come out quiet (the conversions quiet them, like F16C does).
+//  * NaN payloads from sum/prod are whatever the FPU propagates; the compiler may swap the
+//    operands of a commutative add/mul, so only "is NaN" is guaranteed across tables.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "collectives/half.hpp"
+#include "collectives/reduce.hpp"
+#include "weft/types.hpp"
+
+namespace weft::reduce_internal {
+
+/// One function per (type, op), indexed by the enums' values; kAvg holds the sum kernel.
+struct ReduceTable {
+  ReduceFn fn[kNumDataTypes][kNumReduceOps];
+};
+
+/// Kernels compiled with -mavx2 -mf16c -mfma. Only call through it when the CPU has AVX2
+/// and F16C (reduce_fn() checks); on x86-64 only.
+const ReduceTable& avx2_table();
+/// Kernels compiled for baseline x86-64 (SSE2); safe on any CPU.
+const ReduceTable& generic_table();
+/// &avx2_table() when it was built (x86-64) and this CPU can run it, else nullptr. The
+/// tests use it to compare the two tables.
+const ReduceTable* avx2_table_if_usable();
+
+// Everything below lives in an anonymous namespace on purpose: each .cc includes it and
+// gets its own copy compiled with its own -m flags. With ordinary (vague-linkage) templates
+// the linker would keep just one instantiation of, say, plain_kernel<float, kSum> for the
+// whole library, possibly the AVX2 one, and the "generic" table would then SIGILL on a CPU
+// without AVX2. For the same reason the kernels do not call the inline helpers in
+// half.hpp (float_to_bf16 etc.); half_to_float/float_to_half are out of line in half.cc
+// (built with baseline flags) and are safe to call from anywhere.
+namespace {
+
+/// The operation on two values of T (T = integer type, float or double).
+template <class T, ReduceOp op>
+inline T apply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    // Unsigned arithmetic wraps by definition. Promote narrow types to unsigned int rather
+    // than letting them become (signed) int, so a product can never overflow int.
+    using U = std::make_unsigned_t<T>;
+    using W = std::common_type_t<U, unsigned>;
+    if constexpr (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
+      return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) + static_cast<W>(static_cast<U>(b))));
+    } else if constexpr (op == ReduceOp::kProd) {
+      return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+    } else if constexpr (op == ReduceOp::kMax) {
+      return a < b ? b : a;
+    } else {
+      return b < a ? b : a;
+    }
+  } else {
+    if constexpr (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
+      return a + b;
+    } else if constexpr (op == ReduceOp::kProd) {
+      return a * b;
+    } else {
+      // Written as selects (no branches, no calls) so the vectoriser turns it into
+      // compare + blend. x != x is the NaN test (no -ffast-math anywhere in weft).
+      const T r = (op == ReduceOp::kMax) ? (a < b ? b : a) : (b < a ? b : a);
+      return a != a ? a : (b != b ? b : r);
+    }
+  }
+}
+
+/// Integer, float and double: one plain loop. It stays correct when out == a or out == b
+/// (each element is read before it is written and no element depends on another); GCC
+/// vectorises it with a runtime overlap check whose scalar fallback only triggers for
+/// partial overlap, which the API forbids.
+template <class T, ReduceOp op>
+void plain_kernel(void* out, const void* a, const void* b, size_t count) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < count; ++i) o[i] = apply<T, op>(x[i], y[i]);
+}
+
+/// bfloat16 -> float: the bf16 bits are the float's high half.
+inline float bf16_widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+/// float -> bfloat16, round to nearest even; NaN becomes a quiet NaN (same as float_to_bf16
+/// in half.hpp, repeated here so each ISA gets its own copy; see above). Written as a
+/// select so it vectorises with integer shifts/adds.
+inline uint16_t bf16_narrow(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>(f != f ? quiet_nan : rounded);
+}
+
+template <ReduceOp op>
+void bf16_kernel(void* out, const void* a, const void* b, size_t count) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < count; ++i) o[i] = bf16_narrow(apply<float, op>(bf16_widen(x[i]), bf16_widen(y[i])));
+}
+
+/// f16 through the software conversions: the generic table's kernel and the AVX2 tail.
+template <ReduceOp op>
+inline void f16_scalar_loop(uint16_t* o, const uint16_t* x, const uint16_t* y, size_t count) {
+  for (size_t i = 0; i < count; ++i) o[i] = float_to_half(apply<float, op>(half_to_float(x[i]), half_to_float(y[i])));
+}
+
+/// The generic table's f16 row (an F16 parameter of make_table() below).
+struct ScalarF16 {
+  template <ReduceOp op>
+  static void fn(void* out, const void* a, const void* b, size_t count) {
+    f16_scalar_loop<op>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
+                        static_cast<const uint16_t*>(b), count);
+  }
+};
+
+/// The row of one type: sum, prod, max, min, avg (= sum). Fill::fn<op> is the kernel.
+template <class Fill>
+constexpr void fill_row(ReduceFn (&row)[kNumReduceOps], Fill) {
+  row[static_cast<int>(ReduceOp::kSum)] = Fill::template fn<ReduceOp::kSum>;
+  row[static_cast<int>(ReduceOp::kProd)] = Fill::template fn<ReduceOp::kProd>;
+  row[static_cast<int>(ReduceOp::kMax)] = Fill::template fn<ReduceOp::kMax>;
+  row[static_cast<int>(ReduceOp::kMin)] = Fill::template fn<ReduceOp::kMin>;
+  row[static_cast<int>(ReduceOp::kAvg)] = Fill::template fn<ReduceOp::kSum>;
+}
+
+template <class T>
+struct PlainRow {
+  template <ReduceOp op>
+  static void fn(void* out, const void* a, const void* b, size_t count) { plain_kernel<T, op>(out, a, b, count); }
+};
+struct Bf16Row {
+  template <ReduceOp op>
+  static void fn(void* out, const void* a, const void* b, size_t count) { bf16_kernel<op>(out, a, b, count); }
+};
+
+/// The whole table; F16 supplies the f16 row (ScalarF16 or an ISA-specific one, with the
+/// same static template fn<op> as the rows above).
+/// constexpr so the table is constant-initialised data: no load-time code runs in the AVX2
+/// translation unit on a CPU that lacks AVX2.
+template <class F16>
+constexpr ReduceTable make_table() {
+  ReduceTable t{};
+  fill_row(t.fn[static_cast<int>(DataType::kInt8)], PlainRow<int8_t>{});
+  fill_row(t.fn[static_cast<int>(DataType::kUint8)], PlainRow<uint8_t>{});
+  fill_row(t.fn[static_cast<int>(DataType::kInt32)], PlainRow<int32_t>{});
+  fill_row(t.fn[static_cast<int>(DataType::kUint32)], PlainRow<uint32_t>{});
+  fill_row(t.fn[static_cast<int>(DataType::kInt64)], PlainRow<int64_t>{});
+  fill_row(t.fn[static_cast<int>(DataType::kUint64)], PlainRow<uint64_t>{});
+  fill_row(t.fn[static_cast<int>(DataType::kFloat16)], F16{});
+  fill_row(t.fn[static_cast<int>(DataType::kFloat32)], PlainRow<float>{});
+  fill_row(t.fn[static_cast<int>(DataType::kFloat64)], PlainRow<double>{});
+  fill_row(t.fn[static_cast<int>(DataType::kBFloat16)], Bf16Row{});
+  return t;
+}
+
+}  // namespace
+}  // namespace weft::reduce_internal

@@ -1,0 +1,55 @@
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collectives/algorithm.hpp"
+
+namespace weft {
+
+const std::vector<Algorithm>& all_algorithms() {
+  static const std::vector<Algorithm> table = {
+      {"ring", CollectiveKind::kAllreduce,
+       "ring reduce-scatter then ring allgather, streamed; bandwidth-optimal for large messages",
+       allreduce_ring},
+      {"recursive_doubling", CollectiveKind::kAllreduce,
+       "log2(N) whole-vector exchanges; latency-optimal for small messages", allreduce_recursive_doubling},
+      {"ring", CollectiveKind::kAllgather, "each block streams once around the ring", allgather_ring},
+      {"ring", CollectiveKind::kReduceScatter,
+       "N-1 streamed steps of receive, reduce, forward around the ring", reduce_scatter_ring},
+      {"chain", CollectiveKind::kBroadcast,
+       "the root streams along the ring; each rank forwards bytes as they land", broadcast_chain},
+      {"dissemination", CollectiveKind::kBarrier, "ceil(log2 N) rounds of tokens at distance 2^i",
+       barrier_dissemination},
+  };
+  return table;
+}
+
+const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name) {
+  for (const Algorithm& a : all_algorithms()) {
+    if (a.kind == kind && name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::string_view name,
+                                                  size_t bytes, size_t small_message_bytes) {
+  if (!name.empty()) {
+    if (const Algorithm* a = find_algorithm(kind, name)) return a;
+    std::vector<std::string> known;
+    for (const Algorithm& a : all_algorithms()) {
+      if (a.kind == kind) known.emplace_back(a.name);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("no ", name_of(kind), " algorithm named '",
+                                                   std::string(name), "'; known: ",
+                                                   absl::StrJoin(known, ", ")));
+  }
+  if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) {
+    return find_algorithm(kind, "recursive_doubling");
+  }
+  for (const Algorithm& a : all_algorithms()) {
+    if (a.kind == kind) return &a;
+  }
+  return absl::InternalError(absl::StrCat("no algorithm registered for ", name_of(kind)));
+}
+
+}  // namespace weft

@@ -1,0 +1,91 @@
+#include "collectives/stream.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace weft {
+
+Landing Landing::copy(std::byte* dst, size_t bytes) {
+  Landing l;
+  l.dst_ = dst;
+  l.bytes_ = bytes;
+  return l;
+}
+
+Landing Landing::reduce(std::byte* dst, const std::byte* local, size_t bytes, ReduceFn fn,
+                        size_t elem_bytes) {
+  Landing l;
+  l.dst_ = dst;
+  l.local_ = local;
+  l.bytes_ = bytes;
+  l.fn_ = fn;
+  l.elem_ = elem_bytes;
+  return l;
+}
+
+void Landing::apply(const std::byte* in, size_t len) {
+  if (fn_ == nullptr) {
+    std::memcpy(dst_ + landed_, in, len);
+  } else {
+    fn_(dst_ + landed_, local_ + landed_, in, len / elem_);
+  }
+  landed_ += len;
+}
+
+void Landing::accept(const std::byte* data, size_t len) {
+  if (fn_ == nullptr) {  // copies need no element alignment
+    apply(data, len);
+    return;
+  }
+  if (carry_len_ > 0) {
+    const size_t take = std::min(len, elem_ - carry_len_);
+    std::memcpy(carry_ + carry_len_, data, take);
+    carry_len_ += take;
+    data += take;
+    len -= take;
+    if (carry_len_ < elem_) return;
+    carry_len_ = 0;
+    apply(carry_, elem_);
+  }
+  const size_t whole = len - len % elem_;
+  if (whole > 0) apply(data, whole);
+  std::memcpy(carry_, data + whole, len - whole);
+  carry_len_ = len - whole;
+}
+
+absl::StatusOr<size_t> receive_into(transport::Pair& pair, Landing& landing, size_t max) {
+  const size_t want = std::min(landing.wanted(), max);
+  if (want == 0) return 0;
+  return pair.recv_some(want, [&](const std::byte* data, size_t len) { landing.accept(data, len); });
+}
+
+absl::Status Waiter::after_pass(bool moved, transport::Pair* a, transport::Pair* b) {
+  if (moved) {
+    backoff_.reset();
+    return absl::OkStatus();
+  }
+  // Liveness checks cost a system call: only once the wait has gone past spinning.
+  if (backoff_.is_sleeping() && backoff_.rounds() % 64 == 0) {
+    for (transport::Pair* p : {a, b}) {
+      if (p == nullptr) continue;
+      if (absl::Status s = p->check_peer(); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(what_, ": ", s.message()));
+      }
+    }
+  }
+  if (deadline_.expired()) return stalled(a, b);
+  backoff_.pause();
+  return absl::OkStatus();
+}
+
+absl::Status Waiter::stalled(transport::Pair* a, transport::Pair* b) {
+  std::string peers;
+  for (transport::Pair* p : {a, b}) {
+    if (p != nullptr) absl::StrAppend(&peers, peers.empty() ? "rank " : " or rank ", p->peer());
+  }
+  return deadline_error(absl::StrCat(what_, " (", peers.empty() ? "no link" : peers, ")"));
+}
+
+}  // namespace weft

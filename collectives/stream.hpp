@@ -1,0 +1,71 @@
+// Building blocks every algorithm drives its links with: a Landing applies received bytes to
+// memory a whole element at a time (copying or reducing), and a Waiter bounds every wait.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "collectives/reduce.hpp"
+#include "src/deadline.hpp"
+#include "transport/transport.hpp"
+
+namespace weft {
+
+/// Where received bytes go. In copy mode dst[i] = incoming[i]; in reduce mode
+/// dst[i] = local[i] op incoming[i]. Links split the stream anywhere, so a partial element
+/// waits in a small carry until its last byte arrives.
+class Landing {
+ public:
+  static Landing copy(std::byte* dst, size_t bytes);
+  static Landing reduce(std::byte* dst, const std::byte* local, size_t bytes, ReduceFn fn,
+                        size_t elem_bytes);
+  Landing() = default;
+
+  /// The transport Sink: takes the next `len` bytes of the region.
+  void accept(const std::byte* data, size_t len);
+
+  size_t bytes() const { return bytes_; }
+  /// Bytes taken, including a partial element in the carry.
+  size_t accepted() const { return landed_ + carry_len_; }
+  /// Bytes whose final value is in dst.
+  size_t landed() const { return landed_; }
+  size_t wanted() const { return bytes_ - accepted(); }
+  bool done() const { return landed_ == bytes_; }
+
+ private:
+  void apply(const std::byte* in, size_t len);  // whole elements only
+
+  std::byte* dst_ = nullptr;
+  const std::byte* local_ = nullptr;
+  size_t bytes_ = 0;
+  ReduceFn fn_ = nullptr;
+  size_t elem_ = 1;
+  size_t landed_ = 0;
+  std::byte carry_[8] = {};
+  size_t carry_len_ = 0;
+};
+
+/// Receives up to `landing.wanted()` bytes (at most `max`) from `pair` into `landing`.
+absl::StatusOr<size_t> receive_into(transport::Pair& pair, Landing& landing,
+                                    size_t max = static_cast<size_t>(-1));
+
+/// Decides what to do when a pass over the links moved nothing: back off, check that the
+/// peers live, and fail with a message naming the collective and the peers at the deadline.
+class Waiter {
+ public:
+  Waiter(const char* what, Deadline deadline) : what_(what), deadline_(deadline) {}
+
+  /// Call after every pass: `moved` says whether any byte moved. `a` and `b` are the links
+  /// being waited on (either may be null).
+  absl::Status after_pass(bool moved, transport::Pair* a, transport::Pair* b = nullptr);
+
+ private:
+  absl::Status stalled(transport::Pair* a, transport::Pair* b);
+
+  const char* what_;
+  Deadline deadline_;
+  Backoff backoff_;
+};
+
+}  // namespace weft

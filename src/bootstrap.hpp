@@ -1,0 +1,85 @@
+// The TCP rendezvous: every rank connects to one server, says who it is, and gets back the
+// PeerInfo of every rank. The server is a thread in one process (the caller of
+// make_unique_id, or rank 0 under WEFT_COORDINATOR) that serves a single rendezvous and ends.
+//
+// Wire format (integers little-endian):
+//   hello   "WEFT" u16 version u16 0 u64 job_id u32 rank u32 size u32 blob_len, blob
+//   reply   "WEFT" u32 code (absl::StatusCode), then
+//             code 0:  u32 count, count x (u32 blob_len, blob)   -- blob i is rank i's
+//             else:    u32 len, message                          -- why this rank was refused
+// Blobs are PeerInfo::encode() and at most kMaxPeerBlobBytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/deadline.hpp"
+#include "src/peer_info.hpp"
+#include "src/unique_id.hpp"
+#include "weft/weft.hpp"
+
+namespace weft {
+
+/// Largest PeerInfo blob a rank may send; anything longer is dropped as garbage.
+inline constexpr uint32_t kMaxPeerBlobBytes = 64 * 1024;
+
+/// Serves one rendezvous of `size` ranks on a background thread. The thread ends once every
+/// rank got the table, at the deadline, or when the server is stopped or destroyed; it never
+/// outlives the deadline. Connections that do not speak the protocol are logged to stderr
+/// and closed without counting; ranks that speak it but do not fit (another job, another
+/// size, a duplicate rank) get an error reply naming what is wrong.
+class RendezvousServer {
+ public:
+  /// Binds `bind_address` (port 0: a free port), listens and starts the thread. size 0: the
+  /// first valid hello sets the size, and every later hello must agree.
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> start(
+      const RendezvousAddress& bind_address, uint64_t job_id, int size, Deadline deadline);
+  /// As above, with the deadline WEFT_TIMEOUT from now.
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> start(
+      const RendezvousAddress& bind_address, uint64_t job_id, int size);
+
+  /// Stops the thread (if still running) and joins it; returns promptly.
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  /// The address it listens on, with the port the kernel chose.
+  const RendezvousAddress& address() const;
+  /// True once the thread has ended.
+  bool done() const;
+  /// Waits for the thread to end (at the latest at the deadline) and returns how it ended:
+  /// OK when every rank got the table; DeadlineExceeded naming the missing ranks; Cancelled
+  /// after stop(); Unavailable when a rank vanished before its table was sent.
+  absl::Status wait();
+  /// Asks the thread to end now; ranks still waiting see their connection close.
+  void stop();
+
+  class Impl;
+
+ private:
+  explicit RendezvousServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Meets the other ranks at the rendezvous named by `id`: connects (retrying while nothing
+/// listens yet, since the server may start after this rank), sends `self` as `rank` of
+/// `size`, and returns every rank's PeerInfo, indexed by rank. self.rank must be -1 or
+/// `rank`. Errors: InvalidArgument for a bad id/rank/size or when the server refused this
+/// rank (its message says why, e.g. both sizes on a mismatch); DeadlineExceeded when the
+/// table did not arrive in time; Unavailable when the rendezvous went away.
+absl::StatusOr<std::vector<PeerInfo>> bootstrap_exchange(const UniqueId& id, int rank, int size,
+                                                         const PeerInfo& self, Deadline deadline);
+
+/// The WEFT_COORDINATOR flavour: rank 0 serves the rendezvous on host_port's port (bound to
+/// every interface unless host_port names a loopback address, so that a host name resolving
+/// differently on rank 0's host still works) and waits until every rank got the table; every
+/// rank, rank 0 included, then runs bootstrap_exchange with unique_id_for_coordinator().
+absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::string& host_port,
+                                                                 int rank, int size,
+                                                                 const PeerInfo& self,
+                                                                 Deadline deadline);
+
+}  // namespace weft

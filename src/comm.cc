@@ -1,0 +1,178 @@
+#include "src/comm.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "src/router.hpp"
+
+namespace weft::detail {
+namespace {
+
+// WEFT_ALGORITHM: "allreduce=ring,broadcast=chain" -> a name per collective.
+absl::StatusOr<std::vector<std::string>> parse_forced_algorithms(const std::string& spec) {
+  std::vector<std::string> forced(kNumCollectiveKinds);
+  if (spec.empty()) return forced;
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+    std::vector<std::string> kv = absl::StrSplit(item, '=');
+    std::optional<CollectiveKind> kind;
+    if (kv.size() == 2) kind = parse_collective(kv[0]);
+    if (!kind || find_algorithm(*kind, kv[1]) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WEFT_ALGORITHM: '", std::string(item),
+          "' is not collective=algorithm with a known algorithm; `weft info` lists them"));
+    }
+    forced[static_cast<int>(*kind)] = kv[1];
+  }
+  return forced;
+}
+
+}  // namespace
+
+Comm::Comm(int rank, int size, Config config)
+    : rank_(rank), size_(size), config_(std::move(config)) {}
+
+Comm::~Comm() = default;
+
+absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t job_id,
+                                                   const Exchange& exchange) {
+  if (size <= 0 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is not within a communicator of ", size, " ranks"));
+  }
+  auto config = Config::from_env();
+  if (!config.ok()) return config.status();
+  auto forced = parse_forced_algorithms(config->algorithm);
+  if (!forced.ok()) return forced.status();
+  std::unique_ptr<Comm> comm(new Comm(rank, size, *std::move(config)));
+  comm->forced_algorithm_ = *std::move(forced);
+
+  transport::TransportInit init;
+  init.rank = rank;
+  init.size = size;
+  init.job_id = job_id;
+  init.socket_ifname = comm->config_.socket_ifname;
+  init.ring_bytes = comm->config_.shm_ring_bytes;
+  PeerInfo self;
+  self.rank = rank;
+  self.pid = getpid();
+  self.host_id = local_host_id();
+  for (const char* name : {"shm", "tcp"}) {
+    auto t = transport::make_transport(name, init);
+    if (!t.ok()) return t.status();
+    self.addresses.emplace_back(name, (*t)->address());
+    comm->transports_.push_back(*std::move(t));
+  }
+
+  auto peers = exchange(self);
+  if (!peers.ok()) return peers.status();
+  if (peers->size() != static_cast<size_t>(size)) {
+    return absl::InternalError(absl::StrCat("bootstrap returned ", peers->size(),
+                                            " peers for a communicator of ", size));
+  }
+  std::vector<transport::Transport*> by_preference;
+  for (auto& t : comm->transports_) by_preference.push_back(t.get());
+  auto topology = Topology::build(rank, *peers, by_preference, comm->config_.transport);
+  if (!topology.ok()) return topology.status();
+  comm->topology_ = *std::move(topology);
+  comm->schedule_ = make_schedule(comm->topology_);
+  comm->links_.resize(size);
+
+  // The relay is allocated and touched once here, never on the data path.
+  comm->relay_bytes_ = comm->config_.relay_bytes - comm->config_.relay_bytes % 8;
+  comm->relay_.reset(new std::byte[comm->relay_bytes_]);
+  std::memset(comm->relay_.get(), 0, comm->relay_bytes_);
+  return comm;
+}
+
+absl::StatusOr<transport::Pair*> Comm::link(int peer, Deadline deadline) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, " asked for a link to ", peer));
+  }
+  if (links_[peer] == nullptr) {
+    auto pair = topology_.transport_to(peer)->connect(topology_.peers()[peer], deadline);
+    if (!pair.ok()) return pair.status();
+    links_[peer] = *std::move(pair);
+  }
+  return links_[peer].get();
+}
+
+std::vector<LinkStats> Comm::link_stats() const {
+  std::vector<LinkStats> out;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (links_[peer] == nullptr) continue;
+    const transport::PairStats s = links_[peer]->stats();
+    out.push_back({peer, std::string(topology_.transport_to(peer)->name()), s.bytes_sent,
+                   s.bytes_received, s.errors});
+  }
+  return out;
+}
+
+absl::Status Comm::validate(const CollectiveArgs& args) const {
+  const char* what = name_of(args.kind);
+  if (!failure_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " on rank ", rank_, ": this communicator failed earlier (", failure_.message(),
+        "); destroy it and create a new one"));
+  }
+  if (!is_valid(args.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": unknown data type ", static_cast<int>(args.type)));
+  }
+  if (!is_valid(args.op)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": unknown reduction op ", static_cast<int>(args.op)));
+  }
+  if (args.kind == CollectiveKind::kBroadcast && (args.root < 0 || args.root >= size_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast: root ", args.root, " is not a rank of 0..", size_ - 1));
+  }
+  // Allgather and reduce_scatter touch size * count elements of one buffer.
+  const bool per_rank = args.kind == CollectiveKind::kAllgather ||
+                        args.kind == CollectiveKind::kReduceScatter;
+  const size_t limit = std::numeric_limits<size_t>::max() / 2 / args.elem_bytes() /
+                       (per_rank ? static_cast<size_t>(size_) : 1);
+  if (args.count > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": count ", args.count, " of ",
+                                                   name_of(args.type), " overflows a byte count"));
+  }
+  if (args.count > 0 && args.kind != CollectiveKind::kBarrier) {
+    const bool needs_send = args.kind != CollectiveKind::kBroadcast || args.root == rank_;
+    if (args.recv == nullptr || (needs_send && args.send == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " on rank ", rank_, ": ",
+                                                     args.recv == nullptr ? "recv" : "send",
+                                                     " buffer is null but count is ", args.count));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
+  if (absl::Status s = validate(args); !s.ok()) return s;
+  if (args.count == 0 && args.kind != CollectiveKind::kBarrier) return absl::OkStatus();
+  args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout
+                                                                          : config_.timeout);
+  const std::string& name = options.algorithm.empty()
+                                ? forced_algorithm_[static_cast<int>(args.kind)]
+                                : options.algorithm;
+  auto algorithm = choose_algorithm(args.kind, name, args.count * args.elem_bytes(),
+                                    config_.small_message_bytes);
+  if (!algorithm.ok()) return algorithm.status();
+  AlgoContext ctx;
+  ctx.rank = rank_;
+  ctx.size = size_;
+  ctx.schedule = &schedule_;
+  ctx.links = this;
+  ctx.relay = Relay{relay_.get(), relay_bytes_};
+  absl::Status s = (*algorithm)->run(ctx, args);
+  if (!s.ok()) {
+    failure_ = s;
+    return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
+  }
+  return s;
+}
+
+}  // namespace weft::detail

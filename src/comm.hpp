@@ -1,0 +1,58 @@
+// The communicator's runtime: transports, link graph, schedule, lazily opened links and the
+// workspace; validates each call, picks its algorithm and runs it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collectives/algorithm.hpp"
+#include "src/env.hpp"
+#include "src/topology.hpp"
+#include "weft/weft.hpp"
+
+namespace weft::detail {
+
+/// Hands this rank's PeerInfo to every rank and returns all of them, indexed by rank.
+using Exchange = std::function<absl::StatusOr<std::vector<PeerInfo>>(const PeerInfo& self)>;
+
+class Comm : public LinkProvider {
+ public:
+  /// Builds the communicator: transports listen, `exchange` meets the other ranks, the
+  /// topology and the schedule are derived. `job_id` must be the same on every rank.
+  static absl::StatusOr<std::unique_ptr<Comm>> create(int rank, int size, uint64_t job_id,
+                                                      const Exchange& exchange);
+  ~Comm() override;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Topology& topology() const { return topology_; }
+  const Config& config() const { return config_; }
+
+  /// Validates, chooses the algorithm and runs one collective. After a failure the
+  /// communicator refuses further calls: links may hold a half-sent message.
+  absl::Status run(CollectiveArgs args, const CallOptions& options);
+
+  absl::StatusOr<transport::Pair*> link(int peer, Deadline deadline) override;
+  std::vector<LinkStats> link_stats() const;
+
+ private:
+  Comm(int rank, int size, Config config);
+  absl::Status validate(const CollectiveArgs& args) const;
+
+  int rank_;
+  int size_;
+  Config config_;
+  std::vector<std::string> forced_algorithm_;  // per CollectiveKind, from WEFT_ALGORITHM
+  std::vector<std::unique_ptr<transport::Transport>> transports_;  // by preference
+  Topology topology_;
+  Schedule schedule_;
+  std::vector<std::unique_ptr<transport::Pair>> links_;  // by peer rank; null until used
+  std::unique_ptr<std::byte[]> relay_;
+  size_t relay_bytes_ = 0;
+  absl::Status failure_;
+};
+
+}  // namespace weft::detail

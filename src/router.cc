@@ -1,0 +1,26 @@
+#include "src/router.hpp"
+
+#include <algorithm>
+
+namespace weft {
+
+Schedule make_schedule(const Topology& topology) {
+  const std::vector<PeerInfo>& peers = topology.peers();
+  // Hosts in order of their lowest rank, ranks of one host in rank order.
+  std::vector<int> first_rank_of_host(peers.size());
+  for (const PeerInfo& p : peers) {
+    int first = p.rank;
+    for (const PeerInfo& q : peers) {
+      if (q.host_id == p.host_id) first = std::min(first, q.rank);
+    }
+    first_rank_of_host[p.rank] = first;
+  }
+  Schedule s;
+  for (const PeerInfo& p : peers) s.ring.push_back(p.rank);
+  std::stable_sort(s.ring.begin(), s.ring.end(), [&](int a, int b) {
+    return first_rank_of_host[a] < first_rank_of_host[b];
+  });
+  return s;
+}
+
+}  // namespace weft

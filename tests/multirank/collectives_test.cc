@@ -1,0 +1,180 @@
+// Every collective x type x op x in/out-of-place x size, checked exactly on every rank.
+// Run by ctest under mpirun with several rank counts and transports (tests/CMakeLists.txt).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/multirank/world.hpp"
+#include "tools/expected.hpp"
+#include "src/env.hpp"
+
+namespace weft {
+namespace {
+
+using testing::g_world;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Element counts of the sweep: 0, 1, 7, 1023, 1 MiB + 3 elements and 64 MiB. For allgather
+// and reduce_scatter the 64 MiB case is the whole gathered buffer (count = 64 MiB / size per
+// rank), which keeps CI inside its time budget at 5 ranks on 2 cores.
+std::vector<size_t> counts_for(DataType type, bool per_rank) {
+  const size_t elem = size_of(type);
+  const size_t big = 64 * kMiB / elem / (per_rank ? g_world->size() : 1);
+  return {0, 1, 7, 1023, kMiB / elem + 3, big};
+}
+
+constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                               DataType::kBFloat16, DataType::kInt8,   DataType::kUint8,
+                               DataType::kInt32,   DataType::kUint32,  DataType::kInt64,
+                               DataType::kUint64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kAvg};
+
+// Buffers sized for the largest case, allocated and touched once for the whole run.
+std::vector<std::byte>& send_buffer() {
+  static std::vector<std::byte> b(64 * kMiB + 64 * kMiB / 8 * 8 + 64);
+  return b;
+}
+std::vector<std::byte>& recv_buffer() {
+  static std::vector<std::byte> b(64 * kMiB + 64 * kMiB / 8 * 8 + 64);
+  return b;
+}
+
+std::string describe(const char* what, DataType t, ReduceOp op, size_t count, bool in_place) {
+  return absl::StrCat(what, " ", name_of(t), " ", name_of(op), " count=", count,
+                      in_place ? " in-place" : " out-of-place", " ranks=", g_world->size());
+}
+
+TEST(Collectives, Allreduce) {
+  const int rank = g_world->rank(), n = g_world->size();
+  for (DataType t : kTypes) {
+    const size_t elem = size_of(t);
+    for (ReduceOp op : kOps) {
+      for (size_t count : counts_for(t, false)) {
+        for (bool in_place : {false, true}) {
+          std::byte* recv = recv_buffer().data();
+          std::byte* send = in_place ? recv : send_buffer().data();
+          expected::fill(send, count, t, op, rank, 0);
+          if (!in_place) std::memset(recv, 0xa5, count * elem);
+          AllreduceOptions o;
+          o.op = op;
+          absl::Status s = g_world->allreduce(send, recv, count, t, o);
+          ASSERT_TRUE(s.ok()) << describe("allreduce", t, op, count, in_place) << ": " << s;
+          EXPECT_EQ(expected::count_wrong_reduced(recv, count, t, op, n, 0), 0u)
+              << describe("allreduce", t, op, count, in_place);
+          if (!in_place) {
+            EXPECT_EQ(expected::count_wrong_copied(send, count, t, op, rank, 0), 0u)
+                << "send buffer changed: " << describe("allreduce", t, op, count, in_place);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Collectives, ReduceScatter) {
+  const int rank = g_world->rank(), n = g_world->size();
+  for (DataType t : kTypes) {
+    const size_t elem = size_of(t);
+    for (ReduceOp op : kOps) {
+      for (size_t count : counts_for(t, true)) {
+        for (bool in_place : {false, true}) {
+          std::byte* send = send_buffer().data();
+          expected::fill(send, count * n, t, op, rank, 0);
+          std::byte* recv = in_place ? send + rank * count * elem : recv_buffer().data();
+          if (!in_place) std::memset(recv, 0xa5, count * elem);
+          ReduceScatterOptions o;
+          o.op = op;
+          absl::Status s = g_world->reduce_scatter(send, recv, count, t, o);
+          ASSERT_TRUE(s.ok()) << describe("reduce_scatter", t, op, count, in_place) << ": " << s;
+          EXPECT_EQ(expected::count_wrong_reduced(recv, count, t, op, n, rank * count), 0u)
+              << describe("reduce_scatter", t, op, count, in_place);
+        }
+      }
+    }
+  }
+}
+
+TEST(Collectives, Allgather) {
+  const int rank = g_world->rank(), n = g_world->size();
+  for (DataType t : kTypes) {
+    const size_t elem = size_of(t);
+    for (size_t count : counts_for(t, true)) {
+      for (bool in_place : {false, true}) {
+        std::byte* recv = recv_buffer().data();
+        std::memset(recv, 0xa5, count * n * elem);
+        std::byte* send = in_place ? recv + rank * count * elem : send_buffer().data();
+        // Rank r contributes elements r*count.. of the pattern, so the result is one vector.
+        expected::fill(send, count, t, ReduceOp::kSum, rank, rank * count);
+        absl::Status s = g_world->allgather(send, recv, count, t);
+        ASSERT_TRUE(s.ok()) << describe("allgather", t, ReduceOp::kSum, count, in_place) << ": " << s;
+        size_t wrong = 0;
+        for (int r = 0; r < n; ++r) {
+          wrong += expected::count_wrong_copied(recv + r * count * elem, count, t, ReduceOp::kSum,
+                                                r, r * count);
+        }
+        EXPECT_EQ(wrong, 0u) << describe("allgather", t, ReduceOp::kSum, count, in_place);
+      }
+    }
+  }
+}
+
+TEST(Collectives, Broadcast) {
+  const int rank = g_world->rank(), n = g_world->size();
+  for (DataType t : kTypes) {
+    const size_t elem = size_of(t);
+    for (size_t count : counts_for(t, false)) {
+      for (bool in_place : {false, true}) {
+        // Roots cycle through the ranks, so every position in the chain is exercised.
+        const int root = static_cast<int>((count + (in_place ? 1 : 0) + static_cast<size_t>(t)) % n);
+        std::byte* recv = recv_buffer().data();
+        std::byte* send = in_place ? recv : send_buffer().data();
+        std::memset(recv, 0xa5, count * elem);
+        if (rank == root) expected::fill(send, count, t, ReduceOp::kSum, root, 0);
+        BroadcastOptions o;
+        o.root = root;
+        absl::Status s = g_world->broadcast(send, recv, count, t, o);
+        ASSERT_TRUE(s.ok()) << describe("broadcast", t, ReduceOp::kSum, count, in_place) << ": " << s;
+        EXPECT_EQ(expected::count_wrong_copied(recv, count, t, ReduceOp::kSum, root, 0), 0u)
+            << describe("broadcast", t, ReduceOp::kSum, count, in_place) << " root=" << root;
+      }
+    }
+  }
+}
+
+TEST(Collectives, BarrierRepeats) {
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(g_world->barrier().ok());
+}
+
+// Every algorithm forced by name gives the same exact results (small, odd sizes).
+TEST(Collectives, EveryAllreduceAlgorithm) {
+  const int rank = g_world->rank(), n = g_world->size();
+  for (const char* algorithm : {"ring", "recursive_doubling"}) {
+    for (size_t count : {size_t{1}, size_t{3}, size_t{1000003}}) {
+      std::byte* recv = recv_buffer().data();
+      expected::fill(recv, count, DataType::kInt32, ReduceOp::kSum, rank, 0);
+      AllreduceOptions o;
+      o.algorithm = algorithm;
+      absl::Status s = g_world->allreduce(recv, recv, count, DataType::kInt32, o);
+      ASSERT_TRUE(s.ok()) << algorithm << ": " << s;
+      EXPECT_EQ(expected::count_wrong_reduced(recv, count, DataType::kInt32, ReduceOp::kSum, n, 0), 0u)
+          << algorithm << " count=" << count;
+    }
+  }
+}
+
+// When WEFT_TRANSPORT forces a transport, every link must really use it.
+TEST(Collectives, ForcedTransportIsUsed) {
+  const std::string forced = env_value(env::kTransport);
+  ASSERT_TRUE(g_world->barrier().ok());
+  for (const LinkStats& link : g_world->link_stats()) {
+    if (forced != "auto") EXPECT_EQ(link.transport, forced) << "link to rank " << link.peer;
+    EXPECT_EQ(link.errors, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,40 @@
+// `weft info`: what this build has and every setting it reads.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/reduce.hpp"
+#include "src/env.hpp"
+#include "tools/commands.hpp"
+
+namespace weft::tools {
+
+int info_command(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::printf("usage: weft info\n\nPrints the build, transports, algorithms and every WEFT_* "
+                  "variable with its default and current value. Needs no job.\n");
+      return 0;
+    }
+    std::fprintf(stderr, "weft info: unknown option '%s' (try --help)\n", argv[i]);
+    return 2;
+  }
+  std::printf("weft %s\n", WEFT_VERSION);
+  std::printf("reduction kernels: %s\n", reduce_isa());
+  std::printf("transports: shm (same host), tcp (any host)\n\n");
+  std::printf("algorithms (first of each collective is its default):\n");
+  for (const Algorithm& a : all_algorithms()) {
+    std::printf("  %-15s %-19s %s\n", name_of(a.kind), a.name, a.description);
+  }
+  std::printf("\nenvironment:\n");
+  std::printf("  %-25s %-10s %-12s %s\n", "variable", "default", "current", "meaning");
+  for (const EnvVar* v : all_env_vars()) {
+    const auto current = read_env(v->name);
+    std::printf("  %-25s %-10s %-12s %s\n", v->name, *v->default_value ? v->default_value : "-",
+                current ? current->c_str() : "(unset)", v->help);
+  }
+  return 0;
+}
+
+}  // namespace weft::tools

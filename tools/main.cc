@@ -1,0 +1,37 @@
+// The weft command: one binary, a subcommand per job.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/commands.hpp"
+
+namespace {
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: weft <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  run    run every collective over a size sweep on this job's ranks, check\n"
+               "         every element and print a table (launch with mpirun -np N weft run)\n"
+               "  info   print the build, the transports, the algorithms and every WEFT_*\n"
+               "         variable with its default and current value\n"
+               "\n"
+               "`weft <command> --help` describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "run") return weft::tools::run_command(argc - 1, argv + 1);
+  if (command == "info") return weft::tools::info_command(argc - 1, argv + 1);
+  std::fprintf(stderr, "weft: unknown command '%s'\n\n", command.c_str());
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,471 @@
+#include "transport/tcp/context.hpp"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "transport/tcp/address.hpp"
+#include "transport/tcp/pair.hpp"
+
+namespace weft::transport::tcp {
+namespace {
+
+constexpr uint32_t kMagic = 0x54464557;  // "WEFT" on the wire
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kHello = 0, kAccepted = 1, kRejected = 2;  // Handshake::verdict
+// A real dialer sends its hello right after connecting; anything slower is a stranger.
+constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
+// Longest single poll: bounds how long concurrent connect() calls wait for their turn.
+constexpr int kTickMs = 50;
+constexpr size_t kMaxPending = 64;
+constexpr int kMaxAcceptsPerRound = 64;
+constexpr absl::Duration kFirstRetry = absl::Milliseconds(5);
+constexpr absl::Duration kMaxRetry = absl::Milliseconds(200);
+
+/// Hello (dialer -> listener, verdict kHello) and ack (listener -> dialer), 32 bytes
+/// little-endian on the wire. The ack carries the listener's own identity so a dialer that
+/// reached the wrong job or rank can name both sides.
+struct Handshake {
+  uint32_t magic = kMagic;
+  uint32_t version = kVersion;
+  uint64_t job_id = 0;
+  uint32_t from_rank = 0;
+  uint32_t to_rank = 0;
+  uint32_t size = 0;
+  uint32_t verdict = kHello;
+};
+
+using Wire = std::array<uint8_t, kHandshakeBytes>;
+
+void put(uint8_t* p, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t get(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+Wire encode(const Handshake& h) {
+  Wire w{};
+  put(&w[0], h.magic, 4);
+  put(&w[4], h.version, 4);
+  put(&w[8], h.job_id, 8);
+  put(&w[16], h.from_rank, 4);
+  put(&w[20], h.to_rank, 4);
+  put(&w[24], h.size, 4);
+  put(&w[28], h.verdict, 4);
+  return w;
+}
+
+Handshake decode(const Wire& w) {
+  Handshake h;
+  h.magic = static_cast<uint32_t>(get(&w[0], 4));
+  h.version = static_cast<uint32_t>(get(&w[4], 4));
+  h.job_id = get(&w[8], 8);
+  h.from_rank = static_cast<uint32_t>(get(&w[16], 4));
+  h.to_rank = static_cast<uint32_t>(get(&w[20], 4));
+  h.size = static_cast<uint32_t>(get(&w[24], 4));
+  h.verdict = static_cast<uint32_t>(get(&w[28], 4));
+  return h;
+}
+
+void log_warning(const std::string& msg) { std::fprintf(stderr, "weft: warning: %s\n", msg.c_str()); }
+
+void close_fd(int fd) {
+  if (fd >= 0) ::close(fd);
+}
+
+// True once the remote end is gone and left nothing unread.
+bool peer_hung_up(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return true;
+  int unread = 0;
+  return (p.revents & POLLRDHUP) != 0 && ::ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
+// What the listener's ack says about where the dialer ended up; Ok when accepted.
+absl::Status check_ack(const Handshake& a, const TransportInit& init, int peer_rank,
+                       const std::string& addr) {
+  const std::string head =
+      absl::StrCat("tcp: rank ", init.rank, " dialed rank ", peer_rank, " at ", addr, ", but ");
+  if (a.magic != kMagic) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        head, "something other than a weft tcp transport answered: the published address is "
+              "stale or wrong"));
+  }
+  if (a.version != kVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        head, "the listener speaks handshake version ", a.version, " and this rank version ",
+        kVersion, ": every rank must run the same weft build"));
+  }
+  if (a.job_id != init.job_id || a.from_rank != static_cast<uint32_t>(peer_rank)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        head, "the listener there is rank ", a.from_rank, " of job ", a.job_id,
+        ", not rank ", peer_rank, " of job ", init.job_id,
+        ": the address is stale or two jobs' bootstraps got mixed up"));
+  }
+  if (a.size != static_cast<uint32_t>(init.size)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        head, "rank ", peer_rank, " has a communicator of size ", a.size, " and rank ",
+        init.rank, " one of size ", init.size, ": the ranks disagree on the job size"));
+  }
+  if (a.verdict != kAccepted || a.to_rank != static_cast<uint32_t>(init.rank)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(head, "it rejected the hello (see rank ", peer_rank, "'s log)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+/// One connect() call's dial towards a higher rank.
+struct TcpTransport::Dial {
+  enum Phase { kIdle, kConnecting, kSending, kAwaitingAck, kDone };
+  int peer_rank = -1;
+  std::string text;  ///< the peer's published address
+  SockAddr addr;
+  int fd = -1;
+  Phase phase = kIdle;
+  Wire out{}, in{};
+  size_t sent = 0, got = 0;
+  absl::Time retry_at = absl::InfinitePast();
+  absl::Duration backoff = kFirstRetry;
+  std::string problem = "no connection attempt has finished";
+  int failures = 0;  ///< attempts refused or dropped so far
+  absl::Status fatal;
+
+  ~Dial() { close_fd(fd); }
+  short events() const {
+    if (phase == kConnecting || phase == kSending) return POLLOUT;
+    return phase == kAwaitingAck ? POLLIN : 0;
+  }
+  // Refused or dropped connections are normal while the peer is still starting up.
+  void retry_later(std::string why) {
+    close_fd(fd);
+    fd = -1, phase = kIdle, sent = 0, got = 0;
+    problem = std::move(why);
+    ++failures;
+    retry_at = absl::Now() + backoff;
+    backoff = std::min(backoff * 2, kMaxRetry);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::create(const TransportInit& init) {
+  if (init.size <= 0 || init.rank < 0 || init.rank >= init.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tcp: rank ", init.rank, " is outside a communicator of size ", init.size));
+  }
+  auto ip = choose_listen_ip(init.socket_ifname);
+  if (!ip.ok()) return ip.status();
+  auto addr = make_sockaddr(*ip, 0);
+  if (!addr.ok()) return addr.status();
+  auto fail = [&](const char* op) {
+    const int err = errno;
+    return absl::UnavailableError(absl::StrCat("tcp: rank ", init.rank, " cannot listen on ", *ip,
+                                               ": ", op, ": ", std::strerror(err),
+                                               "; set WEFT_SOCKET_IFNAME to a usable interface"));
+  };
+  const int fd = ::socket(addr->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail("socket");
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  tune_socket_buffers(fd);  // accepted sockets inherit the sizes
+  SockAddr bound = *addr;
+  bound.len = sizeof bound.storage;
+  if (::bind(fd, addr->get(), addr->len) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
+      ::getsockname(fd, bound.get(), &bound.len) != 0) {
+    auto status = fail("bind/listen");
+    ::close(fd);
+    return status;
+  }
+  return std::unique_ptr<TcpTransport>(new TcpTransport(init, fd, format_address(bound)));
+}
+
+TcpTransport::TcpTransport(const TransportInit& init, int listen_fd, std::string address)
+    : init_(init), listen_fd_(listen_fd), address_(std::move(address)) {}
+
+TcpTransport::~TcpTransport() {
+  absl::MutexLock lock(&mu_);
+  for (const Pending& p : pending_) close_fd(p.fd);
+  for (const auto& [rank, fd] : stash_) close_fd(fd);
+  ::close(listen_fd_);
+}
+
+bool TcpTransport::viable(const PeerInfo& self, const PeerInfo& peer) const {
+  return !peer.address_of("tcp").empty();
+}
+
+absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer,
+                                                            Deadline deadline) {
+  const int rank = init_.rank;
+  if (peer.rank < 0 || peer.rank >= init_.size || peer.rank == rank) {
+    return absl::InvalidArgumentError(absl::StrCat("tcp: rank ", rank, " cannot connect to rank ",
+                                                   peer.rank, " in a communicator of size ",
+                                                   init_.size));
+  }
+  const std::string peer_addr = peer.address_of("tcp");
+  if (peer_addr.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tcp: rank ", peer.rank, " published no tcp address, so rank ", rank,
+                     " cannot reach it over tcp; choose another transport for this link"));
+  }
+  std::unique_ptr<Dial> dial;
+  if (rank < peer.rank) {  // the lower rank dials
+    auto addr = parse_address(peer_addr);
+    if (!addr.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("tcp: rank ", rank, " cannot dial rank ",
+                                                     peer.rank, ": ", addr.status().message()));
+    }
+    dial = std::make_unique<Dial>();
+    dial->peer_rank = peer.rank, dial->text = peer_addr, dial->addr = *addr;
+    Handshake hello;
+    hello.job_id = init_.job_id, hello.from_rank = rank, hello.to_rank = peer.rank;
+    hello.size = init_.size;
+    dial->out = encode(hello);
+  }
+  while (true) {
+    absl::MutexLock lock(&mu_);
+    int fd = -1;
+    if (dial == nullptr) {
+      fd = take_stashed(peer.rank);
+    } else if (!dial->fatal.ok()) {
+      return dial->fatal;
+    } else if (dial->phase == Dial::kDone) {
+      fd = std::exchange(dial->fd, -1);
+    }
+    if (fd >= 0) return std::make_unique<TcpPair>(fd, rank, peer.rank, peer_addr);
+    if (deadline.expired()) {
+      std::string what;
+      if (dial == nullptr) {
+        what = absl::StrCat("rank ", peer.rank, " to dial rank ", rank, "'s tcp listener at ",
+                            address_, ": rank ", peer.rank, " has not called connect for rank ",
+                            rank, " or cannot reach that address (WEFT_SOCKET_IFNAME picks it)");
+      } else {
+        what = absl::StrCat("rank ", peer.rank, " at ", peer_addr, " to accept rank ", rank,
+                            "'s tcp connection: ");
+        if (dial->phase == Dial::kAwaitingAck) {
+          absl::StrAppend(&what, "connected, but rank ", peer.rank,
+                          " never answered the handshake: it has not called connect for rank ",
+                          rank, " (busy, stuck, or waiting for another rank)");
+        } else if (dial->phase == Dial::kConnecting && dial->failures == 0) {
+          absl::StrAppend(&what, "the TCP connection never completed, so packets to that "
+                                 "address are dropped (firewall?) or it is unreachable from "
+                                 "this host (WEFT_SOCKET_IFNAME picks the published interface)");
+        } else {
+          absl::StrAppend(&what, dial->problem);
+        }
+      }
+      if (!last_rejected_.empty()) absl::StrAppend(&what, " [last rejected: ", last_rejected_, "]");
+      return absl::DeadlineExceededError(
+          absl::StrCat("tcp: rank ", rank, " ", deadline_error(what).message()));
+    }
+    serve_once(dial.get(), std::min(deadline.remaining_ms(), kTickMs));
+  }
+}
+
+void TcpTransport::serve_once(Dial* dial, int timeout_ms) {
+  if (dial != nullptr && dial->phase == Dial::kIdle) {
+    advance_dial(*dial, 0);
+    if (dial->phase == Dial::kIdle) {
+      const int64_t wait = absl::ToInt64Milliseconds(dial->retry_at - absl::Now()) + 1;
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 0, timeout_ms));
+    }
+  }
+  std::vector<pollfd> fds;
+  fds.push_back({listen_fd_, POLLIN, 0});
+  for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
+  const size_t dial_index = fds.size();
+  if (dial != nullptr && dial->fd >= 0) fds.push_back({dial->fd, dial->events(), 0});
+  if (::poll(fds.data(), fds.size(), timeout_ms) < 0) return;  // EINTR: the caller loops
+
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (fds[1 + i].revents != 0 && !read_hello(pending_[i])) pending_[i].fd = -1;
+  }
+  const absl::Time now = absl::Now();
+  for (Pending& p : pending_) {
+    if (p.fd < 0 || now - p.accepted_at < kHelloTimeout) continue;
+    reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from, " that sent ",
+                        p.got, " of ", kHandshakeBytes, " hello bytes in ",
+                        absl::FormatDuration(kHelloTimeout), " (not a weft rank?)"));
+    close_fd(std::exchange(p.fd, -1));
+  }
+  std::erase_if(pending_, [](const Pending& p) { return p.fd < 0; });
+  if ((fds[0].revents & POLLIN) != 0) accept_new();
+  if (dial_index < fds.size()) advance_dial(*dial, fds[dial_index].revents);
+}
+
+void TcpTransport::accept_new() {
+  for (int i = 0; i < kMaxAcceptsPerRound; ++i) {
+    SockAddr remote;
+    remote.len = sizeof remote.storage;
+    const int fd = ::accept4(listen_fd_, remote.get(), &remote.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log_warning(absl::StrCat("tcp: rank ", init_.rank, " cannot accept on ", address_, ": ",
+                                 std::strerror(errno), " (out of file descriptors? raise ulimit -n)"));
+      }
+      return;
+    }
+    if (pending_.size() >= kMaxPending) {  // a flood of strangers must not exhaust fds
+      reject(absl::StrCat("rank ", init_.rank, " has ", kMaxPending,
+                          " unfinished handshakes; dropped the oldest, from ", pending_[0].from));
+      close_fd(pending_[0].fd);
+      pending_.erase(pending_.begin());
+    }
+    Pending& p = pending_.emplace_back();
+    p.fd = fd, p.from = format_address(remote), p.accepted_at = absl::Now();
+    // The hello usually arrives with the connection; read it without another poll.
+    if (!read_hello(p)) pending_.pop_back();
+  }
+}
+
+bool TcpTransport::read_hello(Pending& p) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const ssize_t n = ::recv(p.fd, p.buf.data() + p.got, kHandshakeBytes - p.got, MSG_DONTWAIT);
+    if (n > 0) {
+      p.got += static_cast<size_t>(n);
+      if (p.got < kHandshakeBytes) continue;
+      answer_hello(p);
+      return false;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && errno == EINTR) continue;
+    reject(absl::StrCat("rank ", init_.rank, " lost a connection from ", p.from, " after ", p.got,
+                        " hello bytes: ", n == 0 ? "closed by the remote end" : std::strerror(errno)));
+    close_fd(p.fd);
+    return false;
+  }
+  return true;
+}
+
+void TcpTransport::answer_hello(Pending& p) {
+  const Handshake h = decode(p.buf);
+  if (h.magic != kMagic || h.verdict != kHello) {
+    reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from,
+                        " that sent bytes that are not a weft tcp hello (a port scanner?)"));
+    close_fd(p.fd);
+    return;
+  }
+  const uint32_t rank = static_cast<uint32_t>(init_.rank);
+  std::string why;
+  if (h.version != kVersion) {
+    why = absl::StrCat("it speaks handshake version ", h.version, ", this rank ", kVersion);
+  } else if (h.job_id != init_.job_id) {
+    why = absl::StrCat("it is from job ", h.job_id, ", this rank is in job ", init_.job_id);
+  } else if (h.to_rank != rank) {
+    why = absl::StrCat("it is meant for rank ", h.to_rank, ", this listener is rank ", rank);
+  } else if (h.size != static_cast<uint32_t>(init_.size)) {
+    why = absl::StrCat("its communicator has size ", h.size, ", this rank's ", init_.size);
+  } else if (h.from_rank >= rank) {
+    why = absl::StrCat("rank ", h.from_rank, " should not dial rank ", rank, " (the lower dials)");
+  }
+  Handshake ack;
+  ack.job_id = init_.job_id, ack.from_rank = rank, ack.to_rank = h.from_rank;
+  ack.size = init_.size, ack.verdict = why.empty() ? kAccepted : kRejected;
+  const Wire out = encode(ack);
+  // A fresh socket's send buffer is empty, so 32 bytes never block.
+  const ssize_t n = ::send(p.fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (why.empty() && n != static_cast<ssize_t>(out.size())) why = "the ack could not be sent";
+  if (!why.empty()) {
+    reject(absl::StrCat("rank ", init_.rank, " rejected a tcp connection from ", p.from,
+                        " claiming rank ", h.from_rank, ": ", why));
+    close_fd(p.fd);
+    return;
+  }
+  if (auto it = stash_.find(static_cast<int>(h.from_rank)); it != stash_.end()) {
+    close_fd(it->second);  // the dialer gave up on the old one and dialed again
+  }
+  stash_[static_cast<int>(h.from_rank)] = p.fd;
+}
+
+int TcpTransport::take_stashed(int rank) {
+  auto it = stash_.find(rank);
+  if (it == stash_.end()) return -1;
+  const int fd = it->second;
+  stash_.erase(it);
+  if (!peer_hung_up(fd)) return fd;
+  reject(absl::StrCat("rank ", rank, " closed its acked connection to rank ", init_.rank,
+                      " before rank ", init_.rank, " took it; waiting for a new one"));
+  close_fd(fd);
+  return -1;
+}
+
+void TcpTransport::advance_dial(Dial& d, short revents) {
+  if (d.phase == Dial::kIdle) {
+    if (absl::Now() < d.retry_at) return;
+    d.fd = ::socket(d.addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (d.fd < 0) return d.retry_later(absl::StrCat("socket: ", std::strerror(errno)));
+    tune_socket_buffers(d.fd);  // before connecting, so the window scale can use them
+    if (::connect(d.fd, d.addr.get(), d.addr.len) == 0) {
+      d.phase = Dial::kSending;
+    } else if (errno == EINPROGRESS || errno == EINTR) {
+      d.phase = Dial::kConnecting;
+      return;
+    } else {
+      return d.retry_later(absl::StrCat(
+          "connect: ", std::strerror(errno), ": rank ", d.peer_rank,
+          " has not created its tcp transport yet, has exited, or is unreachable from here"));
+    }
+  }
+  if (d.phase == Dial::kConnecting) {
+    if (revents == 0) return;
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(d.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      return d.retry_later(absl::StrCat(
+          "connect: ", std::strerror(err), ": rank ", d.peer_rank,
+          " has not created its tcp transport yet, has exited, or is unreachable from here"));
+    }
+    d.phase = Dial::kSending;
+  }
+  if (d.phase == Dial::kSending) {
+    const ssize_t n =
+        ::send(d.fd, d.out.data() + d.sent, d.out.size() - d.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      return d.retry_later(absl::StrCat("sending the hello failed: ", std::strerror(errno)));
+    }
+    d.sent += static_cast<size_t>(n);
+    if (d.sent == d.out.size()) d.phase = Dial::kAwaitingAck;
+    return;
+  }
+  if (d.phase == Dial::kAwaitingAck && revents != 0) {
+    const ssize_t n = ::recv(d.fd, d.in.data() + d.got, d.in.size() - d.got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n <= 0) {
+      return d.retry_later(absl::StrCat(
+          "rank ", d.peer_rank, "'s listener dropped the connection during the handshake (",
+          n == 0 ? "closed" : std::strerror(errno), ")"));
+    }
+    d.got += static_cast<size_t>(n);
+    if (d.got < d.in.size()) return;
+    d.fatal = check_ack(decode(d.in), init_, d.peer_rank, d.text);
+    if (d.fatal.ok()) d.phase = Dial::kDone;
+  }
+}
+
+void TcpTransport::reject(const std::string& why) {
+  log_warning(absl::StrCat("tcp: ", why));
+  last_rejected_ = why;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportInit& init) {
+  auto transport = TcpTransport::create(init);
+  if (!transport.ok()) return transport.status();
+  return std::unique_ptr<Transport>(std::move(*transport));
+}
+
+}  // namespace weft::transport::tcp

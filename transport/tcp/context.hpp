@@ -1,0 +1,92 @@
+// The tcp transport: reaches any rank over TCP sockets, between hosts or on one host.
+//
+// Connection protocol. Every rank listens on one socket (the address it publishes). For
+// each pair of ranks the LOWER rank dials the higher rank's listener and sends a hello
+// (magic, version, job id, both ranks, communicator size); the higher rank checks it and
+// answers with an ack that carries its own identity and a verdict, so a dialer that
+// reached the wrong job or rank can say so at once instead of timing out.
+//
+// Connections are lazy and connect() calls come in any order, so while a rank waits in
+// connect() for one peer it keeps serving its listener: hellos from other ranks are
+// acked and stashed for their own connect() later. Acking on arrival, rather than when the
+// matching connect() runs, is what keeps a cycle of ranks that each wait for the next one
+// from deadlocking. Strangers (port scanners, other jobs, garbage, silence) are logged and
+// closed without disturbing anything.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "transport/transport.hpp"
+
+namespace weft::transport::tcp {
+
+/// Bytes of the hello a dialer sends and of the ack it gets back.
+inline constexpr size_t kHandshakeBytes = 32;
+
+class TcpTransport : public Transport {
+ public:
+  /// Listens on the interface chosen by choose_listen_ip(init.socket_ifname), on an
+  /// ephemeral port.
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> create(const TransportInit& init);
+  ~TcpTransport() override;
+  TcpTransport(const TcpTransport&) = delete;
+  TcpTransport& operator=(const TcpTransport&) = delete;
+
+  std::string_view name() const override { return "tcp"; }
+  std::string address() const override { return address_; }
+  /// True whenever the peer published a tcp address: tcp reaches every host.
+  bool viable(const PeerInfo& self, const PeerInfo& peer) const override;
+  /// Thread-safe; concurrent calls take turns serving the listener.
+  absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
+                                                Deadline deadline) override;
+
+ private:
+  struct Dial;
+  /// An accepted connection whose hello has not fully arrived yet.
+  struct Pending {
+    int fd = -1;
+    std::string from;  ///< the remote ip:port, for logs
+    absl::Time accepted_at;
+    std::array<uint8_t, kHandshakeBytes> buf{};
+    size_t got = 0;
+  };
+
+  TcpTransport(const TransportInit& init, int listen_fd, std::string address);
+
+  /// Waits at most `timeout_ms` for the listener, the pending hellos and `dial` (may be
+  /// null), then moves each of them on as far as it goes without blocking.
+  void serve_once(Dial* dial, int timeout_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void accept_new() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Reads more of a pending hello; returns false once the connection is settled (stashed
+  /// or closed) and should leave the pending list.
+  bool read_hello(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void answer_hello(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The stashed connection from `rank`, or -1; drops one the dialer has closed since.
+  int take_stashed(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void advance_dial(Dial& dial, short revents);
+  void reject(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const TransportInit init_;
+  const int listen_fd_;
+  const std::string address_;
+
+  absl::Mutex mu_;
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, int> stash_ ABSL_GUARDED_BY(mu_);  ///< rank -> acked socket
+  std::string last_rejected_ ABSL_GUARDED_BY(mu_);  ///< for timeout messages
+};
+
+/// Creates the tcp transport for one communicator.
+absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportInit& init);
+
+}  // namespace weft::transport::tcp
