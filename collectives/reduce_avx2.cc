@@ -1,8 +1,8 @@
 // The reduction kernel table compiled with -mavx2 -mf16c -mfma (per-file options in
 // CMakeLists.txt). The integer, float, double and bf16 kernels are the shared templates,
 // auto-vectorised with 256-bit registers; f16 uses the F16C conversion instructions, 8
-// elements at a time, with the software conversions for the tail. Nothing here may run
-// before reduce_fn() has checked the CPU, hence the constant-initialised table.
+// elements at a time, with the branch-free software conversions for the tail. Nothing
+// here may run before reduce_fn() has checked the CPU, hence the constant-initialised table.
 #include <immintrin.h>
 
 #include "collectives/reduce_kernels.hpp"
@@ -28,8 +28,8 @@ inline __m256 apply8(__m256 a, __m256 b) {
 }
 
 // vcvtph2ps is exact; vcvtps2ph with _MM_FROUND_TO_NEAREST_INT rounds to nearest even
-// regardless of MXCSR. Both quiet NaNs the same way half.cc does, so results match the
-// generic table bit for bit.
+// regardless of MXCSR. Both quiet NaNs the same way half.cc and f16_widen/f16_narrow do, so
+// results match the generic table bit for bit.
 struct F16cF16 {
   template <ReduceOp op>
   static void fn(void* out, const void* a, const void* b, size_t count) {
@@ -44,7 +44,7 @@ struct F16cF16 {
       const __m128i r = _mm256_cvtps_ph(apply8<op>(va, vb), _MM_FROUND_TO_NEAREST_INT);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), r);
     }
-    f16_scalar_loop<op>(o + i, x + i, y + i, count - i);
+    f16_soft_loop<op>(o + i, x + i, y + i, count - i);
   }
 };
 

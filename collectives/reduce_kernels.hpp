@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "collectives/half.hpp"
 #include "collectives/reduce.hpp"
 #include "weft/types.hpp"
 
@@ -48,8 +47,8 @@ const ReduceTable* avx2_table_if_usable();
 // the linker would keep just one instantiation of, say, plain_kernel<float, kSum> for the
 // whole library, possibly the AVX2 one, and the "generic" table would then SIGILL on a CPU
 // without AVX2. For the same reason the kernels do not call the inline helpers in
-// half.hpp (float_to_bf16 etc.); half_to_float/float_to_half are out of line in half.cc
-// (built with baseline flags) and are safe to call from anywhere.
+// half.hpp (float_to_bf16 etc.) but have their own copies here, which the tests compare
+// with half.hpp/half.cc exhaustively.
 namespace {
 
 /// The operation on two values of T (T = integer type, float or double).
@@ -84,9 +83,10 @@ inline T apply(T a, T b) {
 }
 
 /// Integer, float and double: one plain loop. It stays correct when out == a or out == b
-/// (each element is read before it is written and no element depends on another); GCC
-/// vectorises it with a runtime overlap check whose scalar fallback only triggers for
-/// partial overlap, which the API forbids.
+/// (each element is read before it is written and no element depends on another). GCC
+/// versions the vectorised loop on a runtime overlap check that accepts exact aliasing
+/// (measured: out == a runs at full vector speed); only partial overlap, which the API
+/// forbids, would take the scalar copy.
 template <class T, ReduceOp op>
 void plain_kernel(void* out, const void* a, const void* b, size_t count) {
   T* o = static_cast<T*>(out);
@@ -116,18 +116,60 @@ void bf16_kernel(void* out, const void* a, const void* b, size_t count) {
   for (size_t i = 0; i < count; ++i) o[i] = bf16_narrow(apply<float, op>(bf16_widen(x[i]), bf16_widen(y[i])));
 }
 
-/// f16 through the software conversions: the generic table's kernel and the AVX2 tail.
+/// half -> float, equal to half_to_float() for every input (the tests check all 65536) but
+/// branch-free, so the loops below vectorise even with plain SSE2: calling half.cc per
+/// element runs at ~0.1 GB/s. Subnormals go through int -> float and a multiply by 2^-24,
+/// both exact, so neither the rounding mode nor FTZ/DAZ can change the result.
+inline float f16_widen(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = h & 0x7fffu;  // exponent and mantissa
+  const uint32_t normal = (em << 13) + (112u << 23);
+  const uint32_t inf_nan = (em << 13) | 0x7f800000u | (em > 0x7c00u ? 0x400000u : 0u);  // NaN: quiet it
+  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
+  const uint32_t mag = em < 0x400u ? subnormal : (em >= 0x7c00u ? inf_nan : normal);
+  return std::bit_cast<float>(sign | mag);
+}
+
+/// float -> half, equal to float_to_half() for every input, branch-free like f16_widen().
+/// A result in the subnormal range is |f| * 2^24 rounded to an integer: the scaling is
+/// exact, truncation (cvttps2dq) ignores the rounding mode, and the remainder y - t is
+/// exact, so round-to-nearest-even is done by hand without depending on MXCSR.
+inline uint16_t f16_narrow(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7fffffffu;
+  // Normal range: rebias, round the 13 dropped bits to nearest even (the carry may bump the
+  // exponent). Garbage for small a, which the selects below discard.
+  const uint32_t v = a - (112u << 23);
+  const uint32_t normal = (v + 0xfffu + ((v >> 13) & 1u)) >> 13;
+  // Clamped below 2^-14 so that y < 1024 and the cast is always defined (a select around the
+  // cast instead would make GCC branch around it).
+  const float y = std::bit_cast<float>(a < 0x38800000u ? a : 0x387fffffu) * 0x1p24f;
+  const int32_t t = static_cast<int32_t>(y);
+  const float frac = y - static_cast<float>(t);
+  // Bitwise | and & rather than || and &&: no branches, so the loop stays vectorisable.
+  const uint32_t q = static_cast<uint32_t>(t);
+  const uint32_t round_up = static_cast<uint32_t>(frac > 0.5f) | (static_cast<uint32_t>(frac == 0.5f) & q);
+  const uint32_t subnormal = q + (round_up & 1u);
+  const uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);  // quiet, top payload bits (like vcvtps2ph)
+  uint32_t r = a < 0x38800000u ? subnormal : normal;    // below 2^-14: subnormal result
+  r = a >= 0x477ff000u ? 0x7c00u : r;                   // from 65520 up: infinity
+  r = a > 0x7f800000u ? nan : r;
+  return static_cast<uint16_t>(sign | r);
+}
+
+/// f16 through the branch-free conversions: the generic table's kernel and the AVX2 tail.
 template <ReduceOp op>
-inline void f16_scalar_loop(uint16_t* o, const uint16_t* x, const uint16_t* y, size_t count) {
-  for (size_t i = 0; i < count; ++i) o[i] = float_to_half(apply<float, op>(half_to_float(x[i]), half_to_float(y[i])));
+inline void f16_soft_loop(uint16_t* o, const uint16_t* x, const uint16_t* y, size_t count) {
+  for (size_t i = 0; i < count; ++i) o[i] = f16_narrow(apply<float, op>(f16_widen(x[i]), f16_widen(y[i])));
 }
 
 /// The generic table's f16 row (an F16 parameter of make_table() below).
-struct ScalarF16 {
+struct SoftF16 {
   template <ReduceOp op>
   static void fn(void* out, const void* a, const void* b, size_t count) {
-    f16_scalar_loop<op>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
-                        static_cast<const uint16_t*>(b), count);
+    f16_soft_loop<op>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
+                      static_cast<const uint16_t*>(b), count);
   }
 };
 

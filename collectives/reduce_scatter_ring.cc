@@ -5,10 +5,13 @@
 // own copy of that segment; the segment it receives at step k is the one it sends at step
 // k+1, so after N-1 steps each rank holds one fully reduced segment: its own.
 //
-// Steps are not separated: the outgoing stream is "own segment, then everything received so
-// far", so a byte reduced at step k leaves at step k+1 as soon as it has landed. Partial
-// reductions wait in the communicator's relay, a bounded FIFO, which keeps memory use fixed
-// whatever the message size; the link's own buffer and the relay set the pipeline depth.
+// Segments are cut into chunks, and the steps run once per chunk round: round j moves
+// chunk j of every segment through all N-1 steps. Within a round nothing waits for a step
+// to finish: a byte reduced at step k leaves at step k+1 as soon as it has landed. Partial
+// reductions wait in the communicator's relay, a bounded FIFO; a chunk is a quarter of the
+// relay, so the relay always has room for what a round holds back and the ring cannot
+// deadlock however large the message (each rank holds back at most about one chunk).
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithm.hpp"
@@ -40,69 +43,81 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
   auto prev = ctx.links->link(ring.rank_at(p - 1), deadline);
   if (!prev.ok()) return prev.status();
 
-  // Outgoing: the first segment straight from `in`, then the relay's contents.
-  const std::byte* first = seg_ptr(sent_seg(0));
-  const size_t first_bytes = seg_bytes(sent_seg(0));
-  size_t first_sent = 0;
-  size_t relay_total = 0;  // bytes that pass through the relay
-  for (int k = 1; k <= n - 2; ++k) relay_total += seg_bytes(sent_seg(k));
   const Relay& relay = ctx.relay;
+  const size_t chunk = std::max<size_t>(8, relay.capacity / 4 / 8 * 8);
+  const size_t rounds = (segs.length(0) * elem + chunk - 1) / chunk;  // segment 0 is the longest
+  // Bytes of chunk `round` of a segment of `bytes` bytes.
+  auto chunk_bytes = [&](size_t bytes, size_t round) {
+    return bytes > round * chunk ? std::min(chunk, bytes - round * chunk) : size_t{0};
+  };
   uint64_t relay_read = 0, relay_written = 0;
 
-  // Incoming: step k lands in the relay, except the last, which lands in `out`.
-  int k = 0;
-  size_t piece_done = 0;  // bytes of step k's segment already landed
+  // Outgoing: step 0 straight from `in`, later steps from the relay.
+  size_t out_round = 0, out_done = 0;
+  int out_step = 0;
+  // Incoming: every step lands in the relay except the last, which lands in `out`.
+  size_t in_round = 0, in_done = 0;
+  int in_step = 0;
   Landing landing;
   bool landing_open = false;
 
   Waiter waiter(what, deadline);
-  while (first_sent < first_bytes || relay_read < relay_total || k <= n - 2) {
+  while (out_round < rounds || in_round < rounds) {
     bool moved = false;
-    if (first_sent < first_bytes) {
-      auto sent = (*next)->send_some(first + first_sent, first_bytes - first_sent);
+    // Skip finished (or empty) pieces, then send from the current one.
+    while (out_round < rounds &&
+           out_done == chunk_bytes(seg_bytes(sent_seg(out_step)), out_round)) {
+      out_done = 0;
+      if (++out_step == n - 1) out_step = 0, ++out_round;
+    }
+    if (out_round < rounds) {
+      const size_t want = chunk_bytes(seg_bytes(sent_seg(out_step)), out_round) - out_done;
+      absl::StatusOr<size_t> sent = size_t{0};
+      if (out_step == 0) {
+        sent = (*next)->send_some(seg_ptr(sent_seg(0)) + out_round * chunk + out_done, want);
+      } else if (relay_read < relay_written) {
+        const size_t at = relay_read % relay.capacity;
+        const size_t run = std::min<uint64_t>({relay_written - relay_read, relay.capacity - at, want});
+        sent = (*next)->send_some(relay.data + at, run);
+        if (sent.ok()) relay_read += *sent;
+      }
       if (!sent.ok()) return sent.status();
-      first_sent += *sent;
-      moved |= *sent > 0;
-    } else if (relay_read < relay_written) {
-      const size_t at = relay_read % relay.capacity;
-      const size_t run = std::min<uint64_t>(relay_written - relay_read, relay.capacity - at);
-      auto sent = (*next)->send_some(relay.data + at, run);
-      if (!sent.ok()) return sent.status();
-      relay_read += *sent;
+      out_done += *sent;
       moved |= *sent > 0;
     }
 
-    if (k <= n - 2 && !landing_open) {
-      const int seg = recv_seg(k);
-      const size_t piece = seg_bytes(seg);
-      if (k == n - 2) {
-        landing = Landing::reduce(out, seg_ptr(seg), piece, fn, elem);
-        landing_open = true;
-      } else {
-        // The next contiguous stretch of free relay space, in whole elements.
-        const size_t at = relay_written % relay.capacity;
-        size_t room = std::min<uint64_t>(relay.capacity - (relay_written - relay_read),
-                                         relay.capacity - at);
-        room = std::min(room - room % elem, piece - piece_done);
-        if (room > 0 || piece == 0) {
-          landing = Landing::reduce(relay.data + at, seg_ptr(seg) + piece_done, room, fn, elem);
-          landing_open = true;
-        }
+    while (!landing_open && in_round < rounds) {
+      const int seg = recv_seg(in_step);
+      const size_t piece = chunk_bytes(seg_bytes(seg), in_round);
+      if (in_done == piece) {
+        in_done = 0;
+        if (++in_step == n - 1) in_step = 0, ++in_round;
+        continue;
       }
+      const size_t offset = in_round * chunk + in_done;
+      if (in_step == n - 2) {
+        landing = Landing::reduce(out + offset, seg_ptr(seg) + offset, piece - in_done, fn, elem);
+        landing_open = true;
+        break;
+      }
+      // The next contiguous stretch of free relay space, in whole elements.
+      const size_t at = relay_written % relay.capacity;
+      size_t room = std::min<uint64_t>(relay.capacity - (relay_written - relay_read),
+                                       relay.capacity - at);
+      room = std::min(room - room % elem, piece - in_done);
+      if (room == 0) break;  // wait for the outgoing side to drain the relay
+      landing = Landing::reduce(relay.data + at, seg_ptr(seg) + offset, room, fn, elem);
+      landing_open = true;
     }
     if (landing_open) {
       const size_t before = landing.landed();
       auto got = receive_into(**prev, landing);
       if (!got.ok()) return got.status();
       moved |= *got > 0;
-      if (k < n - 2) relay_written += landing.landed() - before;
+      if (in_step < n - 2) relay_written += landing.landed() - before;
       if (landing.done()) {
         landing_open = false;
-        piece_done += landing.bytes();
-        if (k == n - 2 || piece_done == seg_bytes(recv_seg(k))) {
-          ++k;
-          piece_done = 0;
-        }
+        in_done += landing.bytes();
       }
     }
     if (absl::Status s = waiter.after_pass(moved, *next, *prev); !s.ok()) return s;

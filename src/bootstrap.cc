@@ -390,18 +390,20 @@ void RendezvousServer::Impl::handle_hello(Conn& c) {
                   absl::StrCat(who, " says the job has ", h.size, " ranks; sizes run from 1 to ",
                                kMaxLaunchSize));
   }
-  if (size_ == 0) set_size(static_cast<int>(h.size), absl::StrCat("by the hello of rank ", h.rank));
-  if (h.size != static_cast<uint32_t>(size_)) {
+  // Without a size of its own, the server takes the first valid hello's (ncclGetUniqueId
+  // does not know the size either); a refused hello teaches it nothing.
+  const uint32_t size = size_ != 0 ? static_cast<uint32_t>(size_) : h.size;
+  if (h.size != size) {
     return refuse(c, absl::StatusCode::kInvalidArgument,
                   absl::StrCat(who, " says the job has ", h.size, " ranks but the rendezvous at ",
                                address_.to_string(), " serves ", size_, " ranks (set ",
                                size_source_, "); every rank must pass the same size"));
   }
-  if (h.rank >= h.size) {
+  if (h.rank >= size) {
     return refuse(c, absl::StatusCode::kInvalidArgument,
-                  absl::StrCat(who, " is not below the job size ", size_));
+                  absl::StrCat(who, " is not below the job size ", size));
   }
-  if (by_rank_[h.rank] != nullptr) {
+  if (size_ != 0 && by_rank_[h.rank] != nullptr) {
     return refuse(c, absl::StatusCode::kInvalidArgument,
                   absl::StrCat(who, ": rank ", h.rank, " already joined from ",
                                by_rank_[h.rank]->peer, "; every process needs its own rank ",
@@ -414,6 +416,7 @@ void RendezvousServer::Impl::handle_hello(Conn& c) {
                                info.ok() ? absl::StrCat("claims rank ", info->rank)
                                          : std::string(info.status().message())));
   }
+  if (size_ == 0) set_size(static_cast<int>(size), absl::StrCat("by the hello of rank ", h.rank));
   c.rank = static_cast<int>(h.rank);
   c.state = Conn::State::kWaiting;
   by_rank_[c.rank] = &c;
@@ -465,11 +468,11 @@ void RendezvousServer::Impl::flush(Conn& c) {
 
 absl::Status RendezvousServer::Impl::time_out() {
   if (complete_) {
-    const std::string msg = absl::StrCat(
-        "rendezvous at ", address_.to_string(), " timed out sending the table: ", delivered_,
-        " of ", size_, " ranks got it; the others stopped reading");
-    log(msg);
-    return absl::DeadlineExceededError(msg);
+    const std::string detail = absl::StrCat("timed out sending the table: ", delivered_, " of ",
+                                            size_, " ranks got it; the others stopped reading");
+    log(detail);
+    return absl::DeadlineExceededError(
+        absl::StrCat("rendezvous at ", address_.to_string(), " ", detail));
   }
   std::string missing;
   int listed = 0;
@@ -478,14 +481,14 @@ absl::Status RendezvousServer::Impl::time_out() {
     if (++listed <= 8) absl::StrAppend(&missing, listed > 1 ? ", " : "", r);
   }
   if (listed > 8) absl::StrAppend(&missing, ", ...");
-  const std::string msg =
-      size_ == 0 ? absl::StrCat("rendezvous at ", address_.to_string(),
-                                " timed out before any rank arrived")
-                 : absl::StrCat("rendezvous at ", address_.to_string(), " timed out with ",
-                                arrived_, " of ", size_, " ranks; missing rank(s) ", missing,
+  const std::string detail =
+      size_ == 0 ? std::string("timed out before any rank arrived")
+                 : absl::StrCat("timed out with ", arrived_, " of ", size_,
+                                " ranks; missing rank(s) ", missing,
                                 ": did they start, with the same unique id / WEFT_COORDINATOR? "
                                 "(raise WEFT_TIMEOUT if they are just slow)");
-  log(msg);
+  log(detail);
+  const std::string msg = absl::StrCat("rendezvous at ", address_.to_string(), " ", detail);
   // Tell the ranks that did come, best effort: the reply is small enough for the socket buffer.
   for (Conn* c : by_rank_) {
     if (c == nullptr || c->state != Conn::State::kWaiting) continue;
@@ -573,9 +576,9 @@ struct Client {
   std::string who;    // "rank 3 of 8"
   UniqueFd fd;
 
+  // "timed out waiting for rank 3 of 8 to <doing> ...".
   absl::Status timed_out(std::string_view doing) const {
-    return deadline_error(absl::StrCat(std::string(doing), " (", who, ", rendezvous at ", where,
-                                       ")"));
+    return deadline_error(absl::StrCat(who, " to ", std::string(doing)));
   }
 
   absl::Status connect(const RendezvousAddress& to) {
@@ -614,10 +617,10 @@ struct Client {
       absl::SleepFor(std::min(nap, std::max(deadline.remaining(), absl::ZeroDuration())));
       nap = std::min(nap * 2, absl::Milliseconds(100));
     }
-    return timed_out(absl::StrCat("the rendezvous to accept a connection (last error: ",
+    return timed_out(absl::StrCat("connect to the rendezvous at ", where, " (last attempt: ",
                                   last ? std::strerror(last) : "none",
-                                  "); is the process that serves it (rank 0, or the caller of "
-                                  "make_unique_id) running"));
+                                  "; is the process that serves it, rank 0 or the caller of "
+                                  "make_unique_id, running?)"));
   }
 
   absl::Status wait_for(short events, std::string_view doing) {
@@ -636,7 +639,9 @@ struct Client {
       if (n > 0) {
         data.remove_prefix(static_cast<size_t>(n));
       } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-        if (auto st = wait_for(POLLOUT, "the rendezvous to take the hello"); !st.ok()) return st;
+        if (auto st = wait_for(POLLOUT, absl::StrCat("send its hello to ", where)); !st.ok()) {
+          return st;
+        }
       } else {
         return absl::UnavailableError(absl::StrCat(who, " lost the rendezvous at ", where,
                                                    " while sending its hello: ",
@@ -653,7 +658,11 @@ struct Client {
         out += n;
         len -= static_cast<size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        if (auto st = wait_for(POLLIN, "the rendezvous table"); !st.ok()) return st;
+        if (auto st = wait_for(POLLIN, absl::StrCat("receive the table from the rendezvous at ",
+                                                    where, " (not every rank has arrived)"));
+            !st.ok()) {
+          return st;
+        }
       } else {
         return absl::UnavailableError(absl::StrCat(
             who, ": the rendezvous at ", where, " closed the connection before sending the table",
@@ -714,7 +723,7 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_exchange(const UniqueId& id, int
     if (auto st = c.read_exact(why.data(), why.size()); !st.ok()) return st;
     const auto status_code = code <= 16 ? static_cast<absl::StatusCode>(code)
                                         : absl::StatusCode::kUnknown;
-    return absl::Status(status_code, absl::StrCat(c.who, ": the rendezvous refused it: ", why));
+    return absl::Status(status_code, absl::StrCat(c.who, ": ", why));
   }
   auto count = c.read_u32();
   if (!count.ok()) return count.status();
@@ -790,15 +799,26 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::stri
 
 namespace {
 
-// Servers started by make_unique_id, reaped as they finish. Leaked on purpose: a server still
-// running at exit must not be joined from a static destructor (it ends with the process).
+// Servers started by make_unique_id, reaped as they finish. At exit the destructor stops
+// and joins those still running (each stops within one poll wake-up). A forked child must not:
+// the threads are not its own and the wake-up eventfd is shared with the parent, so it
+// leaves them alone.
 struct Registry {
+  const pid_t pid = getpid();
   absl::Mutex mu;
   std::vector<std::unique_ptr<RendezvousServer>> servers ABSL_GUARDED_BY(mu);
+
+  ~Registry() {
+    absl::MutexLock lock(&mu);
+    if (getpid() != pid) {
+      for (auto& s : servers) (void)s.release();
+    }
+    servers.clear();
+  }
 };
 Registry& registry() {
-  static Registry* r = new Registry;
-  return *r;
+  static Registry r;
+  return r;
 }
 
 }  // namespace

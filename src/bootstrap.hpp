@@ -57,9 +57,8 @@ class RendezvousServer {
   /// Asks the thread to end now; ranks still waiting see their connection close.
   void stop();
 
-  class Impl;
-
  private:
+  class Impl;
   explicit RendezvousServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,5 +1,6 @@
 #include "tools/expected.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -55,42 +56,63 @@ void store(void* dst, DataType type, int64_t v, int divisor) {
   }
 }
 
+// The inputs repeat every kPeriod elements (11 for sum-like ops, 10 for prod), so one
+// block of whole periods, built once per call, is copied or compared at memory speed.
+constexpr size_t kPeriod = 110;
+constexpr size_t kBlockElems = kPeriod * 64;
+
+template <typename ValueOf>
+void build_block(std::byte* block, DataType type, size_t first_index, ValueOf value_of) {
+  const size_t elem = size_of(type);
+  for (size_t i = 0; i < kBlockElems; ++i) value_of(block + i * elem, first_index + i);
+}
+
+size_t compare(const std::byte* in, size_t count, DataType type, const std::byte* block) {
+  const size_t elem = size_of(type);
+  size_t wrong = 0;
+  for (size_t done = 0; done < count; done += kBlockElems) {
+    const size_t n = std::min(kBlockElems, count - done);
+    const std::byte* chunk = in + done * elem;
+    if (std::memcmp(chunk, block, n * elem) == 0) continue;
+    for (size_t i = 0; i < n; ++i) wrong += std::memcmp(chunk + i * elem, block + i * elem, elem) != 0;
+  }
+  return wrong;
+}
+
 }  // namespace
 
 void fill(void* buf, size_t count, DataType type, ReduceOp op, int rank, size_t first_index) {
   const size_t elem = size_of(type);
-  auto* out = static_cast<std::byte*>(buf);
   const bool s = is_signed(type);
-  for (size_t i = 0; i < count; ++i) store(out + i * elem, type, input(op, s, rank, first_index + i), 1);
+  alignas(64) std::byte block[kBlockElems * 8];
+  build_block(block, type, first_index, [&](std::byte* dst, size_t index) {
+    store(dst, type, input(op, s, rank, index), 1);
+  });
+  auto* out = static_cast<std::byte*>(buf);
+  for (size_t done = 0; done < count; done += kBlockElems) {
+    std::memcpy(out + done * elem, block, std::min(kBlockElems, count - done) * elem);
+  }
 }
 
 size_t count_wrong_reduced(const void* buf, size_t count, DataType type, ReduceOp op,
                            int nranks, size_t first_index) {
-  const size_t elem = size_of(type);
-  const auto* in = static_cast<const std::byte*>(buf);
   const bool s = is_signed(type);
   const int divisor = op == ReduceOp::kAvg ? nranks : 1;
-  size_t wrong = 0;
-  std::byte want[8];
-  for (size_t i = 0; i < count; ++i) {
-    store(want, type, reduced(op, s, nranks, first_index + i), divisor);
-    wrong += std::memcmp(want, in + i * elem, elem) != 0;
-  }
-  return wrong;
+  alignas(64) std::byte block[kBlockElems * 8];
+  build_block(block, type, first_index, [&](std::byte* dst, size_t index) {
+    store(dst, type, reduced(op, s, nranks, index), divisor);
+  });
+  return compare(static_cast<const std::byte*>(buf), count, type, block);
 }
 
 size_t count_wrong_copied(const void* buf, size_t count, DataType type, ReduceOp op, int rank,
                           size_t first_index) {
-  const size_t elem = size_of(type);
-  const auto* in = static_cast<const std::byte*>(buf);
   const bool s = is_signed(type);
-  size_t wrong = 0;
-  std::byte want[8];
-  for (size_t i = 0; i < count; ++i) {
-    store(want, type, input(op, s, rank, first_index + i), 1);
-    wrong += std::memcmp(want, in + i * elem, elem) != 0;
-  }
-  return wrong;
+  alignas(64) std::byte block[kBlockElems * 8];
+  build_block(block, type, first_index, [&](std::byte* dst, size_t index) {
+    store(dst, type, input(op, s, rank, index), 1);
+  });
+  return compare(static_cast<const std::byte*>(buf), count, type, block);
 }
 
 }  // namespace weft::expected

@@ -610,6 +610,42 @@ TEST(Half, MatchesF16cInstructions) {
   }
 }
 
+// The kernels' inline, branch-free copies of the conversions (reduce_kernels.hpp) agree
+// with half.cc everywhere: every half, and a spread of floats with all the edge cases.
+TEST(Half, KernelConversionsMatchHalfCc) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    ASSERT_EQ(bits_of(reduce_internal::f16_widen(static_cast<uint16_t>(h))), bits_of(half_to_float(static_cast<uint16_t>(h))))
+        << std::hex << h;
+  }
+  auto check = [](float f) { ASSERT_EQ(reduce_internal::f16_narrow(f), float_to_half(f)) << std::hex << bits_of(f); };
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 4093) check(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  for (uint32_t h = 0; h < 0x7c00; ++h) {  // halfway points and their neighbours
+    const double lo = ref_f16_to_float(static_cast<uint16_t>(h));
+    const double hi = h + 1 == 0x7c00 ? 65536.0 : ref_f16_to_float(static_cast<uint16_t>(h + 1));
+    const float mid = static_cast<float>((lo + hi) / 2);
+    for (float f : {mid, -mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) check(f);
+  }
+  std::mt19937 rng(45);
+  for (int i = 0; i < 1'000'000; ++i) {
+    check(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+    check(std::ldexp(static_cast<float>(rng() & 0xffffff), static_cast<int>(rng() % 48) - 60));
+  }
+}
+
+// The same through the compiled kernels: max(h, -inf) is h itself (NaNs quieted) for all
+// 65536 halves, in every table.
+TEST(Half, KernelsPassEveryHalfThrough) {
+  std::vector<uint16_t> a(65536), b(65536, 0xfc00);
+  for (uint32_t h = 0; h < 65536; ++h) a[h] = static_cast<uint16_t>(h);
+  for (const Kernels& k : all_kernels()) {
+    std::vector<uint16_t> out(a.size());
+    k.fn(DataType::kFloat16, ReduceOp::kMax)(out.data(), a.data(), b.data(), a.size());
+    for (uint32_t h = 0; h < 65536; ++h) {
+      ASSERT_EQ(out[h], f16_is_nan(static_cast<uint16_t>(h)) ? (h | 0x200) : h) << k.name << " " << std::hex << h;
+    }
+  }
+}
+
 // ---- bf16 conversions -------------------------------------------------------------
 
 TEST(BFloat16, AllBitPatternsRoundTrip) {

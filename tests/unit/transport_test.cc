@@ -286,7 +286,8 @@ TEST_P(TransportTest, FourRanksConnectAllPairsInShuffledOrder) {
     }
     for (int i = 0; i < kRanks; ++i) {
       for (int j = 0; j < kRanks; ++j) {
-        if (i != j) EXPECT_EQ(got[j][i], sent[i][j]) << "from rank " << i << " to rank " << j;
+        if (i == j) continue;
+        EXPECT_EQ(got[j][i], sent[i][j]) << "from rank " << i << " to rank " << j;
       }
     }
   }
@@ -469,6 +470,26 @@ TEST(TcpTransport, DataSentBeforeCloseIsDeliveredThenError) {
   ASSERT_NE(tcp_pair, nullptr);
   std::printf("[ tcp ] kernel buffers: SO_SNDBUF %d, SO_RCVBUF %d\n", tcp_pair->sndbuf_bytes(),
               tcp_pair->rcvbuf_bytes());
+}
+
+// The tcp transport documents connect() as thread-safe: rank 1 connects to rank 0 (it
+// accepts) and to rank 2 (it dials) from two threads at once.
+TEST(TcpTransport, ConcurrentConnectsOnOneTransport) {
+  Ranks r = make_ranks(kTcp, 3);
+  ASSERT_EQ(r.transports.size(), 3u);
+  std::unique_ptr<Pair> p[4];  // 1->0, 1->2, 0->1, 2->1
+  const Deadline deadline = Deadline::after(kConnectTimeout);
+  const int self[4] = {1, 1, 0, 2}, peer[4] = {0, 2, 1, 1};
+  for (const auto& st : on_threads(4, [&](int i) -> absl::Status {
+         auto pair = r.transports[self[i]]->connect(r.infos[peer[i]], deadline);
+         if (!pair.ok()) return pair.status();
+         p[i] = std::move(*pair);
+         return absl::OkStatus();
+       })) {
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  exchange(*p[0], *p[2], 3000, 4000, 11, false);
+  exchange(*p[1], *p[3], 5000, 6000, 12, false);
 }
 
 TEST(TcpTransport, ParsesAndFormatsAddresses) {

@@ -24,7 +24,7 @@ constexpr uint32_t kVersion = 1;
 constexpr uint32_t kHello = 0, kAccepted = 1, kRejected = 2;  // Handshake::verdict
 // A real dialer sends its hello right after connecting; anything slower is a stranger.
 constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
-// Longest single poll: bounds how long concurrent connect() calls wait for their turn.
+// Longest sleep in poll(): bounds how late a stranger's hello timeout is noticed.
 constexpr int kTickMs = 50;
 constexpr size_t kMaxPending = 64;
 constexpr int kMaxAcceptsPerRound = 64;
@@ -234,63 +234,71 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
     hello.size = init_.size;
     dial->out = encode(hello);
   }
+  // Each round serves everything without blocking under the lock, then sleeps in poll()
+  // without it, so concurrent connect() calls never wait on each other's sleep. The poll is
+  // only a wake-up hint: the next round retries every socket anyway.
+  short dial_revents = 0;
   while (true) {
-    absl::MutexLock lock(&mu_);
-    int fd = -1;
-    if (dial == nullptr) {
-      fd = take_stashed(peer.rank);
-    } else if (!dial->fatal.ok()) {
-      return dial->fatal;
-    } else if (dial->phase == Dial::kDone) {
-      fd = std::exchange(dial->fd, -1);
-    }
-    if (fd >= 0) return std::make_unique<TcpPair>(fd, rank, peer.rank, peer_addr);
-    if (deadline.expired()) {
-      std::string what;
+    std::vector<pollfd> fds;
+    {
+      absl::MutexLock lock(&mu_);
+      serve_listener();
+      int fd = -1;
       if (dial == nullptr) {
-        what = absl::StrCat("rank ", peer.rank, " to dial rank ", rank, "'s tcp listener at ",
-                            address_, ": rank ", peer.rank, " has not called connect for rank ",
-                            rank, " or cannot reach that address (WEFT_SOCKET_IFNAME picks it)");
+        fd = take_stashed(peer.rank);
       } else {
-        what = absl::StrCat("rank ", peer.rank, " at ", peer_addr, " to accept rank ", rank,
-                            "'s tcp connection: ");
-        if (dial->phase == Dial::kAwaitingAck) {
-          absl::StrAppend(&what, "connected, but rank ", peer.rank,
-                          " never answered the handshake: it has not called connect for rank ",
-                          rank, " (busy, stuck, or waiting for another rank)");
-        } else if (dial->phase == Dial::kConnecting && dial->failures == 0) {
-          absl::StrAppend(&what, "the TCP connection never completed, so packets to that "
-                                 "address are dropped (firewall?) or it is unreachable from "
-                                 "this host (WEFT_SOCKET_IFNAME picks the published interface)");
-        } else {
-          absl::StrAppend(&what, dial->problem);
-        }
+        advance_dial(*dial, std::exchange(dial_revents, 0));
+        if (!dial->fatal.ok()) return dial->fatal;
+        if (dial->phase == Dial::kDone) fd = std::exchange(dial->fd, -1);
       }
-      if (!last_rejected_.empty()) absl::StrAppend(&what, " [last rejected: ", last_rejected_, "]");
-      return absl::DeadlineExceededError(
-          absl::StrCat("tcp: rank ", rank, " ", deadline_error(what).message()));
+      if (fd >= 0) return std::make_unique<TcpPair>(fd, rank, peer.rank, peer_addr);
+      if (deadline.expired()) return timeout_error(peer.rank, peer_addr, dial.get());
+      fds.push_back({listen_fd_, accept_paused_until_ > absl::Now() ? short{0} : short{POLLIN}, 0});
+      for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
     }
-    serve_once(dial.get(), std::min(deadline.remaining_ms(), kTickMs));
-  }
-}
-
-void TcpTransport::serve_once(Dial* dial, int timeout_ms) {
-  if (dial != nullptr && dial->phase == Dial::kIdle) {
-    advance_dial(*dial, 0);
-    if (dial->phase == Dial::kIdle) {
+    int timeout_ms = std::min(deadline.remaining_ms(), kTickMs);
+    if (dial != nullptr && dial->fd >= 0) fds.push_back({dial->fd, dial->events(), 0});
+    if (dial != nullptr && dial->phase == Dial::kIdle) {
       const int64_t wait = absl::ToInt64Milliseconds(dial->retry_at - absl::Now()) + 1;
       timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 0, timeout_ms));
     }
+    if (::poll(fds.data(), fds.size(), timeout_ms) > 0 && dial != nullptr && dial->fd >= 0) {
+      dial_revents = fds.back().revents;
+    }
   }
-  std::vector<pollfd> fds;
-  fds.push_back({listen_fd_, POLLIN, 0});
-  for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
-  const size_t dial_index = fds.size();
-  if (dial != nullptr && dial->fd >= 0) fds.push_back({dial->fd, dial->events(), 0});
-  if (::poll(fds.data(), fds.size(), timeout_ms) < 0) return;  // EINTR: the caller loops
+}
 
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    if (fds[1 + i].revents != 0 && !read_hello(pending_[i])) pending_[i].fd = -1;
+absl::Status TcpTransport::timeout_error(int peer_rank, const std::string& peer_addr,
+                                         const Dial* dial) {
+  const int rank = init_.rank;
+  std::string what;
+  if (dial == nullptr) {
+    what = absl::StrCat("rank ", peer_rank, " to dial rank ", rank, "'s tcp listener at ",
+                        address_, ": rank ", peer_rank, " has not called connect for rank ", rank,
+                        " or cannot reach that address (WEFT_SOCKET_IFNAME picks it)");
+  } else {
+    what = absl::StrCat("rank ", peer_rank, " at ", peer_addr, " to accept rank ", rank,
+                        "'s tcp connection: ");
+    if (dial->phase == Dial::kAwaitingAck) {
+      absl::StrAppend(&what, "connected, but rank ", peer_rank,
+                      " never answered the handshake: it has not called connect for rank ", rank,
+                      " (busy, stuck, or waiting for another rank)");
+    } else if (dial->phase == Dial::kConnecting && dial->failures == 0) {
+      absl::StrAppend(&what, "the TCP connection never completed, so packets to that address "
+                             "are dropped (firewall?) or it is unreachable from this host "
+                             "(WEFT_SOCKET_IFNAME picks the published interface)");
+    } else {
+      absl::StrAppend(&what, dial->problem);
+    }
+  }
+  if (!last_rejected_.empty()) absl::StrAppend(&what, " [last rejected: ", last_rejected_, "]");
+  return absl::DeadlineExceededError(
+      absl::StrCat("tcp: rank ", rank, " ", deadline_error(what).message()));
+}
+
+void TcpTransport::serve_listener() {
+  for (Pending& p : pending_) {
+    if (!read_hello(p)) p.fd = -1;
   }
   const absl::Time now = absl::Now();
   for (Pending& p : pending_) {
@@ -301,8 +309,7 @@ void TcpTransport::serve_once(Dial* dial, int timeout_ms) {
     close_fd(std::exchange(p.fd, -1));
   }
   std::erase_if(pending_, [](const Pending& p) { return p.fd < 0; });
-  if ((fds[0].revents & POLLIN) != 0) accept_new();
-  if (dial_index < fds.size()) advance_dial(*dial, fds[dial_index].revents);
+  if (now >= accept_paused_until_) accept_new();
 }
 
 void TcpTransport::accept_new() {
@@ -313,6 +320,9 @@ void TcpTransport::accept_new() {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // The connection stays queued and the listener readable: pause accepting so the
+        // wait does not spin until the deadline.
+        accept_paused_until_ = absl::Now() + absl::Milliseconds(kTickMs);
         log_warning(absl::StrCat("tcp: rank ", init_.rank, " cannot accept on ", address_, ": ",
                                  std::strerror(errno), " (out of file descriptors? raise ulimit -n)"));
       }
@@ -442,7 +452,7 @@ void TcpTransport::advance_dial(Dial& d, short revents) {
     if (d.sent == d.out.size()) d.phase = Dial::kAwaitingAck;
     return;
   }
-  if (d.phase == Dial::kAwaitingAck && revents != 0) {
+  if (d.phase == Dial::kAwaitingAck) {
     const ssize_t n = ::recv(d.fd, d.in.data() + d.got, d.in.size() - d.got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (n <= 0) {

@@ -46,7 +46,7 @@ class TcpTransport : public Transport {
   std::string address() const override { return address_; }
   /// True whenever the peer published a tcp address: tcp reaches every host.
   bool viable(const PeerInfo& self, const PeerInfo& peer) const override;
-  /// Thread-safe; concurrent calls take turns serving the listener.
+  /// Thread-safe: concurrent calls share the listener.
   absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
                                                 Deadline deadline) override;
 
@@ -63,9 +63,8 @@ class TcpTransport : public Transport {
 
   TcpTransport(const TransportInit& init, int listen_fd, std::string address);
 
-  /// Waits at most `timeout_ms` for the listener, the pending hellos and `dial` (may be
-  /// null), then moves each of them on as far as it goes without blocking.
-  void serve_once(Dial* dial, int timeout_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Accepts new connections and moves pending hellos on, without blocking.
+  void serve_listener() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void accept_new() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Reads more of a pending hello; returns false once the connection is settled (stashed
   /// or closed) and should leave the pending list.
@@ -73,7 +72,10 @@ class TcpTransport : public Transport {
   void answer_hello(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The stashed connection from `rank`, or -1; drops one the dialer has closed since.
   int take_stashed(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Moves a dial on as far as it goes without blocking; `revents` from its last poll.
   void advance_dial(Dial& dial, short revents);
+  absl::Status timeout_error(int peer_rank, const std::string& peer_addr, const Dial* dial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void reject(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TransportInit init_;
@@ -84,6 +86,7 @@ class TcpTransport : public Transport {
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, int> stash_ ABSL_GUARDED_BY(mu_);  ///< rank -> acked socket
   std::string last_rejected_ ABSL_GUARDED_BY(mu_);  ///< for timeout messages
+  absl::Time accept_paused_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 /// Creates the tcp transport for one communicator.

@@ -1,0 +1,387 @@
+// The unique id and the TCP rendezvous, on loopback, with ranks as threads. Every wait has a
+// deadline of a few seconds and every test asserts how long it took, so a bug shows up as a
+// failure rather than a hang.
+#include "src/bootstrap.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace weft {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+PeerInfo peer(int r) {
+  PeerInfo p;
+  p.pid = 1000 + r;
+  p.host_id = absl::StrCat("host-", r % 3);
+  p.addresses = {{"tcp", absl::StrCat("10.0.0.", r, ":1234")}, {"shm", absl::StrCat("/w", r)}};
+  return p;
+}
+
+// A port nothing listens on right now (the kernel's pick for a socket we then close).
+uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_storage ss;
+  socklen_t len = RendezvousAddress::loopback_v4(0).to_sockaddr(ss);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&ss), len), 0);
+  len = sizeof(ss);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  close(fd);
+  return RendezvousAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len)->port;
+}
+
+using Result = absl::StatusOr<std::vector<PeerInfo>>;
+
+// Runs `ranks` (rank, size) pairs as threads against `id`, each after its delay.
+std::vector<Result> run_ranks(const UniqueId& id, const std::vector<std::pair<int, int>>& ranks,
+                              absl::Duration deadline,
+                              const std::vector<absl::Duration>& delays = {}) {
+  std::vector<Result> results(ranks.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      if (i < delays.size()) absl::SleepFor(delays[i]);
+      auto [rank, size] = ranks[i];
+      results[i] = bootstrap_exchange(id, rank, size, peer(rank), Deadline::after(deadline));
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+void expect_full_table(const Result& r, int size) {
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(static_cast<int>(r->size()), size);
+  for (int i = 0; i < size; ++i) {
+    PeerInfo want = peer(i);
+    want.rank = i;
+    EXPECT_EQ((*r)[i].encode(), want.encode()) << "slot " << i;
+  }
+}
+
+std::vector<std::pair<int, int>> all_ranks(int size) {
+  std::vector<std::pair<int, int>> v;
+  for (int r = 0; r < size; ++r) v.emplace_back(r, size);
+  return v;
+}
+
+TEST(UniqueId, RoundTrip) {
+  RendezvousAddress a;
+  a.address = {10, 1, 2, 3};
+  a.port = 4567;
+  const UniqueId id = encode_unique_id(a, 0x0123456789abcdefull);
+  auto d = decode_unique_id(id);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->address, a);
+  EXPECT_EQ(d->address.to_string(), "10.1.2.3:4567");
+  EXPECT_EQ(d->job_id, 0x0123456789abcdefull);
+  EXPECT_NE(d->secret, decltype(d->secret){});
+  EXPECT_NE(encode_unique_id(a, 1).bytes, encode_unique_id(a, 1).bytes) << "fresh secret";
+
+  RendezvousAddress v6;
+  v6.family = 6;
+  v6.address[15] = 1;
+  v6.port = 80;
+  d = decode_unique_id(encode_unique_id(v6, 7));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->address.to_string(), "[::1]:80");
+  EXPECT_NE(random_job_id(), random_job_id());
+}
+
+TEST(UniqueId, RejectsGarbage) {
+  const UniqueId good = encode_unique_id(RendezvousAddress::loopback_v4(9), 1);
+  std::vector<UniqueId> bad(5);
+  std::mt19937 rng(1);
+  for (auto& b : bad[1].bytes) b = static_cast<uint8_t>(rng());
+  bad[2] = good;
+  bad[2].bytes[4] = 99;  // version
+  bad[3] = good;
+  bad[3].bytes[6] = 5;  // family
+  bad[4] = good;
+  bad[4].bytes[8] = bad[4].bytes[9] = 0;  // port 0
+  for (const auto& id : bad) {
+    auto d = decode_unique_id(id);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(d.status().message()), HasSubstr("not a weft unique id"));
+  }
+}
+
+TEST(UniqueId, CoordinatorIdsAgree) {
+  auto a = unique_id_for_coordinator("127.0.0.1:29500");
+  auto b = unique_id_for_coordinator("127.0.0.1:29500");
+  auto c = unique_id_for_coordinator("127.0.0.1:29501");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+  EXPECT_EQ(a->bytes, b->bytes);
+  EXPECT_NE(decode_unique_id(*a)->job_id, decode_unique_id(*c)->job_id);
+  EXPECT_EQ(decode_unique_id(*a)->address, RendezvousAddress::loopback_v4(29500));
+  auto localhost = unique_id_for_coordinator("localhost:29500");
+  ASSERT_TRUE(localhost.ok()) << localhost.status();
+  EXPECT_TRUE(decode_unique_id(*localhost)->address.is_loopback());
+  auto v6 = unique_id_for_coordinator("[::1]:29500");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(decode_unique_id(*v6)->address.to_string(), "[::1]:29500");
+  for (const char* bad : {"node0", "node0:", ":80", "node0:0", "node0:65536", "node0:8x",
+                          "[::1:80", "::1:80"}) {
+    auto r = unique_id_for_coordinator(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(absl::StrCat("WEFT_COORDINATOR=", bad)));
+  }
+}
+
+class Rendezvous : public ::testing::TestWithParam<int> {};
+
+TEST_P(Rendezvous, EveryRankGetsTheSameTable) {
+  const int size = GetParam();
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, size,
+                                        Deadline::after(absl::Seconds(10)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const absl::Time start = absl::Now();
+  auto results = run_ranks(encode_unique_id((*server)->address(), job), all_ranks(size),
+                           absl::Seconds(10));
+  for (const auto& r : results) expect_full_table(r, size);
+  EXPECT_TRUE((*server)->wait().ok()) << (*server)->wait();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Rendezvous, ::testing::Values(1, 2, 5, 16));
+
+TEST(Bootstrap, MakeUniqueIdServesInThisProcess) {
+  auto id = make_unique_id();
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto results = run_ranks(*id, all_ranks(3), absl::Seconds(10));
+  for (const auto& r : results) expect_full_table(r, 3);
+}
+
+TEST(Bootstrap, RandomOrderAndLateServer) {
+  // The coordinator flavour: rank 0 (which serves) comes last, after the others have been
+  // retrying against a port nobody listens on.
+  const int size = 6;
+  const std::string coordinator = absl::StrCat("127.0.0.1:", free_port());
+  std::vector<int> order(size - 1);
+  for (int i = 0; i < size - 1; ++i) order[i] = i + 1;
+  std::shuffle(order.begin(), order.end(), std::mt19937(std::random_device()()));
+  std::vector<Result> results(size, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  auto run = [&](int rank) {
+    results[rank] = bootstrap_from_coordinator(coordinator, rank, size, peer(rank),
+                                               Deadline::after(absl::Seconds(10)));
+  };
+  for (int i = 0; i < size - 1; ++i) {
+    threads.emplace_back([&, i] {
+      absl::SleepFor(absl::Milliseconds(20 * i));
+      run(order[i]);
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  threads.emplace_back([&] { run(0); });
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) expect_full_table(r, size);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(Bootstrap, LateServerForAGivenId) {
+  const uint64_t job = random_job_id();
+  const RendezvousAddress where = RendezvousAddress::loopback_v4(free_port());
+  const UniqueId id = encode_unique_id(where, job);
+  std::unique_ptr<RendezvousServer> server;
+  std::thread late([&] {
+    absl::SleepFor(absl::Milliseconds(400));
+    server = *RendezvousServer::start(where, job, 4, Deadline::after(absl::Seconds(10)));
+  });
+  auto results = run_ranks(id, {{3, 4}, {0, 4}, {2, 4}, {1, 4}}, absl::Seconds(10));
+  late.join();
+  for (const auto& r : results) expect_full_table(r, 4);
+}
+
+// A raw connection that sends `bytes` and then waits for the server to close it.
+bool server_closes_after(const RendezvousAddress& a, const std::string& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_storage ss;
+  const socklen_t len = a.to_sockaddr(ss);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return false;
+  send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  pollfd p{fd, POLLIN, 0};
+  char c;
+  const bool closed = poll(&p, 1, 3000) == 1 && recv(fd, &c, 1, 0) <= 0;
+  close(fd);
+  return closed;
+}
+
+TEST(Bootstrap, StrangersAreIgnored) {
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 3,
+                                        Deadline::after(absl::Seconds(10)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const RendezvousAddress a = (*server)->address();
+  EXPECT_TRUE(server_closes_after(a, "GET / HTTP/1.0\r\n\r\nand some more garbage bytes"));
+  // Right magic, then a 4 GiB peer info: dropped without reading it.
+  std::string huge("WEFT\x01\x00\x00\x00", 8);
+  huge.append(reinterpret_cast<const char*>(&job), 8);
+  huge.append(std::string("\0\0\0\0\3\0\0\0\xff\xff\xff\xff", 12));
+  EXPECT_TRUE(server_closes_after(a, huge));
+  sockaddr_storage ss;
+  const socklen_t len = a.to_sockaddr(ss);
+  // A port scanner: connects and leaves at once.
+  int scanner = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(scanner, reinterpret_cast<sockaddr*>(&ss), len), 0);
+  close(scanner);
+  // A silent stranger that stays connected throughout.
+  int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&ss), len), 0);
+  auto results = run_ranks(encode_unique_id(a, job), all_ranks(3), absl::Seconds(10));
+  for (const auto& r : results) expect_full_table(r, 3);
+  EXPECT_TRUE((*server)->wait().ok());
+  close(silent);
+}
+
+TEST(Bootstrap, SizeMismatchNamesBothSizesAndNobodyHangs) {
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 3,
+                                        Deadline::after(absl::Seconds(10)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const absl::Time start = absl::Now();
+  auto results = run_ranks(encode_unique_id((*server)->address(), job), {{0, 3}, {1, 3}, {2, 4}},
+                           absl::Seconds(2));
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(results[2].ok());
+  EXPECT_EQ(results[2].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(results[2].status().message()),
+              AllOf(HasSubstr("rank 2"), HasSubstr("4 ranks"), HasSubstr("serves 3 ranks")));
+  for (int i : {0, 1}) {
+    ASSERT_FALSE(results[i].ok());
+    EXPECT_EQ(results[i].status().code(), absl::StatusCode::kDeadlineExceeded)
+        << results[i].status();
+  }
+  EXPECT_LT(took, absl::Seconds(4));
+}
+
+TEST(Bootstrap, LearnedSizeMismatch) {
+  // make_unique_id's server learns the size from the first hello.
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 0,
+                                        Deadline::after(absl::Seconds(10)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const UniqueId id = encode_unique_id((*server)->address(), job);
+  auto first = run_ranks(id, {{0, 2}}, absl::Milliseconds(300));
+  EXPECT_EQ(first[0].status().code(), absl::StatusCode::kDeadlineExceeded);
+  absl::SleepFor(absl::Milliseconds(100));  // lets the server see rank 0 leave
+  // Rank 0 left, so its slot is free again; a rank with another size is refused.
+  auto second = run_ranks(id, {{1, 5}}, absl::Seconds(2));
+  ASSERT_FALSE(second[0].ok());
+  EXPECT_THAT(std::string(second[0].status().message()),
+              AllOf(HasSubstr("5 ranks"), HasSubstr("serves 2 ranks"), HasSubstr("rank 0")));
+  for (const auto& r : run_ranks(id, all_ranks(2), absl::Seconds(5))) expect_full_table(r, 2);
+}
+
+TEST(Bootstrap, DuplicateRankAndForeignJobAreRefused) {
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 2,
+                                        Deadline::after(absl::Seconds(10)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const RendezvousAddress a = (*server)->address();
+  auto foreign = run_ranks(encode_unique_id(a, job + 1), {{0, 2}}, absl::Seconds(2));
+  EXPECT_EQ(foreign[0].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(foreign[0].status().message()), HasSubstr("another job"));
+  const UniqueId id = encode_unique_id(a, job);
+  auto results = run_ranks(id, {{1, 2}, {1, 2}, {0, 2}}, absl::Seconds(3),
+                           {absl::ZeroDuration(), absl::Milliseconds(200), absl::Milliseconds(400)});
+  expect_full_table(results[0], 2);
+  expect_full_table(results[2], 2);
+  ASSERT_FALSE(results[1].ok());
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(results[1].status().message()), HasSubstr("already joined"));
+}
+
+TEST(Bootstrap, ServerTimeoutTellsTheRanksThatCame) {
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 3,
+                                        Deadline::after(absl::Milliseconds(500)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const absl::Time start = absl::Now();
+  auto results = run_ranks(encode_unique_id((*server)->address(), job), {{0, 3}, {2, 3}},
+                           absl::Seconds(10));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("missing rank(s) 1"));
+  }
+  EXPECT_EQ((*server)->wait().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(Bootstrap, NobodyArrives) {
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, 4,
+                                        Deadline::after(absl::Milliseconds(200)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::Time start = absl::Now();
+  EXPECT_EQ((*server)->wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE((*server)->done());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+
+  // A server far from its deadline still stops at once when destroyed.
+  auto patient = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, 4,
+                                         Deadline::after(absl::Hours(1)));
+  ASSERT_TRUE(patient.ok()) << patient.status();
+  start = absl::Now();
+  patient->reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+
+  // And a rank with nobody to meet gives up at its deadline.
+  start = absl::Now();
+  auto alone = run_ranks(encode_unique_id(RendezvousAddress::loopback_v4(free_port()), 1),
+                         {{0, 2}}, absl::Milliseconds(500));
+  EXPECT_EQ(alone[0].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST(Bootstrap, StoppedServerFailsWaitingRanks) {
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 2,
+                                        Deadline::after(absl::Seconds(10)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    (*server)->stop();
+  });
+  const absl::Time start = absl::Now();
+  auto r = run_ranks(encode_unique_id((*server)->address(), job), {{0, 2}}, absl::Seconds(10));
+  stopper.join();
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kUnavailable) << r[0].status();
+  EXPECT_EQ((*server)->wait().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST(Bootstrap, BadArguments) {
+  const UniqueId id = encode_unique_id(RendezvousAddress::loopback_v4(1), 1);
+  const Deadline d = Deadline::after(absl::Seconds(1));
+  EXPECT_EQ(bootstrap_exchange(id, 2, 2, peer(2), d).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bootstrap_exchange(id, 0, 0, peer(0), d).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  PeerInfo other = peer(0);
+  other.rank = 1;
+  EXPECT_EQ(bootstrap_exchange(id, 0, 2, other, d).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bootstrap_exchange(UniqueId{}, 0, 2, peer(0), d).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace weft
