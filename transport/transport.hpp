@@ -74,8 +74,11 @@ class Transport {
   /// Whether this transport can link `self` to `peer` (host memory).
   virtual bool viable(const PeerInfo& self, const PeerInfo& peer) const = 0;
 
-  /// Connects to `peer`. Both ranks call connect for each other, in any order; the call
-  /// returns once the link works in both directions or fails by the deadline.
+  /// Connects to `peer`. Both ranks call connect for each other, in any order and from any
+  /// number of ranks at once; the call returns once the link can carry data both ways
+  /// (bytes may wait until the peer's own connect returns) or fails by the deadline. A
+  /// transport may return before the peer arrives (shm's lower rank creates the rings and
+  /// returns); a peer that never comes then shows as a deadline on the first data wait.
   virtual absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
                                                         Deadline deadline) = 0;
 };

@@ -178,3 +178,27 @@ TEST(Collectives, ForcedTransportIsUsed) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+// Counts past 2^31 elements: byte counts are size_t end to end. 2 GiB + 3 bytes per buffer,
+// so only the 2-rank run does it (the machine has 24 GiB).
+TEST(Collectives, CountBeyondTwoToThe31) {
+  if (g_world->size() != 2) GTEST_SKIP() << "runs in the 2-rank job only";
+  const size_t count = (size_t{1} << 31) + 3;
+  std::vector<std::byte> send(count), recv(count);
+  expected::fill(send.data(), count, DataType::kUint8, ReduceOp::kSum, g_world->rank(), 0);
+  absl::Status s = g_world->allreduce(send.data(), recv.data(), count, DataType::kUint8);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(expected::count_wrong_reduced(recv.data(), count, DataType::kUint8, ReduceOp::kSum,
+                                          2, 0), 0u);
+  BroadcastOptions o;
+  o.root = 1;
+  s = g_world->broadcast(send.data(), send.data(), count, DataType::kUint8, o);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(expected::count_wrong_copied(send.data(), count, DataType::kUint8, ReduceOp::kSum, 1, 0), 0u);
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,6 +1,9 @@
 #include "transport/shm/context.hpp"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "transport/shm/address.hpp"
@@ -21,33 +24,38 @@ class ShmTransport : public Transport {
     return self.host_id == peer.host_id && !peer.address_of("shm").empty();
   }
 
-  // Each side creates the ring it receives on, then attaches to the peer's; neither step
-  // waits for the other side's order, so connects from both ends never deadlock.
+  // The lower rank creates both rings and returns at once; the higher rank waits for them
+  // and attaches. Waits only ever point from a higher rank to a lower one, so connects made
+  // in any order by any number of ranks cannot wait on each other in a cycle.
   absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
                                                 Deadline deadline) override {
     const std::string peer_prefix = peer.address_of("shm");
-    if (peer_prefix.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("rank ", peer.rank, " published no shm address"));
+    if (peer.rank == init_.rank || peer.rank < 0 || peer.rank >= init_.size ||
+        peer_prefix.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", init_.rank, " cannot connect over shm to rank ", peer.rank, " of ",
+          init_.size, peer_prefix.empty() ? " (it published no shm address)" : ""));
     }
-    auto inbound = Ring::create(ring_name(prefix_, peer.rank), ring_bytes());
-    if (!inbound.ok()) return inbound.status();
-    auto outbound = Ring::attach(ring_name(peer_prefix, init_.rank), deadline);
-    if (!outbound.ok()) {
-      return absl::Status(outbound.status().code(),
-                          absl::StrCat("rank ", init_.rank, " connecting to rank ", peer.rank,
-                                       " over shm: ", outbound.status().message()));
+    const std::string inbound_name = ring_name(prefix_, peer.rank);
+    const std::string outbound_name = ring_name(peer_prefix, init_.rank);
+    absl::StatusOr<Ring> inbound = absl::UnknownError("unset");
+    absl::StatusOr<Ring> outbound = absl::UnknownError("unset");
+    if (init_.rank < peer.rank) {
+      inbound = Ring::create(inbound_name, ring_bytes());
+      if (inbound.ok()) outbound = Ring::create(outbound_name, ring_bytes());
+    } else {
+      const int32_t pid = peer.pid;
+      auto alive = [pid] { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; };
+      inbound = Ring::attach(inbound_name, deadline, alive);
+      if (inbound.ok()) outbound = Ring::attach(outbound_name, deadline, alive);
     }
-    // Wait until the peer has attached to our ring too; then its name can go.
-    Backoff backoff;
-    while (!(inbound->header().state.load(std::memory_order_acquire) & RingHeader::kAttached)) {
-      if (deadline.expired()) {
-        return deadline_error(absl::StrCat("rank ", peer.rank, " to attach to rank ",
-                                           init_.rank, "'s shm ring"));
+    for (const auto* ring : {&inbound, &outbound}) {
+      if (!ring->ok()) {
+        return absl::Status(ring->status().code(),
+                            absl::StrCat("rank ", init_.rank, " connecting to rank ", peer.rank,
+                                         " over shm: ", ring->status().message()));
       }
-      backoff.pause();
     }
-    inbound->unlink();
     return std::make_unique<ShmPair>(peer.rank, peer.pid, *std::move(inbound),
                                      *std::move(outbound));
   }

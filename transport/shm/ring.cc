@@ -36,22 +36,32 @@ Ring::Ring(Ring&& other) noexcept
       mapped_bytes_(other.mapped_bytes_),
       header_(other.header_),
       data_(other.data_),
-      owns_name_(other.owns_name_),
+      created_(other.created_),
       mask_(other.mask_),
       head_(other.head_),
       tail_(other.tail_) {
   other.base_ = nullptr;
-  other.owns_name_ = false;
+  other.created_ = false;
 }
 
-Ring::~Ring() {
-  unlink();
-  if (base_ != nullptr) munmap(base_, mapped_bytes_);
+Ring& Ring::operator=(Ring&& other) noexcept {
+  if (this != &other) {
+    release();
+    new (this) Ring(std::move(other));
+  }
+  return *this;
 }
 
-void Ring::unlink() {
-  if (owns_name_) shm_unlink(name_.c_str());
-  owns_name_ = false;
+Ring::~Ring() { release(); }
+
+void Ring::release() {
+  if (base_ == nullptr) return;
+  // The attacher removes the name; if nobody ever attached, the creator must.
+  if (created_ && !(header_->state.load(std::memory_order_acquire) & RingHeader::kAttached)) {
+    shm_unlink(name_.c_str());
+  }
+  munmap(base_, mapped_bytes_);
+  base_ = nullptr;
 }
 
 absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
@@ -79,20 +89,20 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
     return errno_error("cannot map shared memory", name);
   }
   Ring ring(name, base, bytes);
-  ring.owns_name_ = true;
+  ring.created_ = true;
   // Touch every page now: a fault on the data path costs ~10 us.
   std::memset(ring.data_, 0, capacity);
   auto* h = new (base) RingHeader{};
   h->magic = RingHeader::kMagic;
   h->version = RingHeader::kVersion;
   h->capacity = capacity;
-  h->receiver_pid = getpid();
   ring.mask_ = capacity - 1;
   h->state.store(RingHeader::kReady, std::memory_order_release);
   return ring;
 }
 
-absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline) {
+absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
+                                  const std::function<bool()>& creator_alive) {
   Backoff backoff;
   while (true) {
     const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
@@ -114,7 +124,7 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline) {
                 "shared memory ", name, " is not a weft ring of this version; run `weft cleanup`"));
           }
           ring.mask_ = h.capacity - 1;
-          h.sender_pid = getpid();
+          shm_unlink(name.c_str());
           h.state.fetch_or(RingHeader::kAttached, std::memory_order_acq_rel);
           return ring;
         }
@@ -125,6 +135,10 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline) {
       return errno_error("cannot open shared memory", name);
     }
     if (deadline.expired()) return deadline_error(absl::StrCat("shared memory ring ", name));
+    if (backoff.is_sleeping() && backoff.rounds() % 64 == 0 && !creator_alive()) {
+      return absl::UnavailableError(
+          absl::StrCat("the process that should create shared memory ", name, " has exited"));
+    }
     backoff.pause();
   }
 }

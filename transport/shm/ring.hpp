@@ -1,11 +1,12 @@
-// A one-way byte ring in a POSIX shared-memory segment: the receiver creates it, the sender
-// attaches to it. Head and tail are free-running byte counters on their own cache lines, so
+// A one-way byte ring in a POSIX shared-memory segment: one process creates it, the other
+// attaches to it (either may be the sender). Head and tail are free-running byte counters on their own cache lines, so
 // the fast path is a memcpy and one release store, with no system call.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,16 +20,14 @@ struct RingHeader {
   static constexpr uint32_t kMagic = 0x77656674;  // "weft"
   static constexpr uint32_t kVersion = 1;
   // State bits, set once each.
-  static constexpr uint32_t kReady = 1;           // receiver has initialised the ring
-  static constexpr uint32_t kAttached = 2;        // sender has mapped it
+  static constexpr uint32_t kReady = 1;           // the creator has initialised the ring
+  static constexpr uint32_t kAttached = 2;        // the other process has mapped it
   static constexpr uint32_t kSenderClosed = 4;    // sender will write no more
   static constexpr uint32_t kReceiverClosed = 8;  // receiver will read no more
 
   uint32_t magic;
   uint32_t version;
   uint64_t capacity;  // bytes of data, a power of two
-  int32_t receiver_pid;
-  int32_t sender_pid;
   alignas(64) std::atomic<uint32_t> state;
   alignas(64) std::atomic<uint64_t> head;  // bytes ever written; only the sender stores
   alignas(64) std::atomic<uint64_t> tail;  // bytes ever consumed; only the receiver stores
@@ -39,13 +38,16 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 /// One end of a ring: mapped in this process, unmapped on destruction.
 class Ring {
  public:
-  /// Receiver side: creates, sizes and pre-faults the segment `name`.
+  /// Creates, sizes and pre-faults the segment `name`.
   static absl::StatusOr<Ring> create(const std::string& name, size_t capacity);
-  /// Sender side: waits (by `deadline`) until the receiver has created `name`, then maps it.
-  static absl::StatusOr<Ring> attach(const std::string& name, Deadline deadline);
+  /// Waits (by `deadline`) until the creator has made `name` ready, maps it and removes the
+  /// name: once both processes hold the mapping, a crash leaves nothing in /dev/shm.
+  /// `creator_alive` is asked while waiting, so a dead creator fails fast.
+  static absl::StatusOr<Ring> attach(const std::string& name, Deadline deadline,
+                                     const std::function<bool()>& creator_alive);
 
   Ring(Ring&& other) noexcept;
-  Ring& operator=(Ring&& other) = delete;
+  Ring& operator=(Ring&& other) noexcept;
   ~Ring();
 
   /// Copies up to `len` bytes in; returns how many fit.
@@ -55,22 +57,19 @@ class Ring {
   /// Bytes written and not yet read.
   uint64_t readable() const;
 
-  /// Removes the segment's name (the receiver does this once the sender has attached, so a
-  /// crash later leaves nothing in /dev/shm). Also done on destruction if not yet done.
-  void unlink();
-
   RingHeader& header() { return *header_; }
   const std::string& name() const { return name_; }
 
  private:
   Ring(std::string name, void* base, size_t mapped_bytes);
+  void release();  // unmaps (and removes the name if nobody attached)
 
   std::string name_;
   void* base_ = nullptr;
   size_t mapped_bytes_ = 0;
   RingHeader* header_ = nullptr;
   std::byte* data_ = nullptr;
-  bool owns_name_ = false;  // created here and not yet unlinked
+  bool created_ = false;  // this process made the segment (and removes its name if unused)
   uint64_t mask_ = 0;
   // Each side's own counter, cached: only that side writes it.
   uint64_t head_ = 0;

@@ -1,0 +1,152 @@
+/* weft's C API, in the shape of NCCL's (ncclCommInitRank, ncclAllReduce, ...), over the C++
+ * API of weft/weft.hpp. It compiles as C99 and as C++.
+ *
+ * Every function returns a weftResult_t; weftGetLastError() gives the message of the last
+ * failure, which names the rank, the peer and what to do. Buffers are host memory: the
+ * `stream` argument must be NULL until the CUDA path lands, and a non-NULL stream is
+ * weftInvalidArgument (an honest refusal, not a stub that ignores it). The timeout of every
+ * wait is WEFT_TIMEOUT seconds; the C API has no per-call timeout.
+ *
+ * As with NCCL, one thread drives a communicator at a time, and every rank must call the same
+ * collectives in the same order with matching arguments. After a collective fails (a peer
+ * stopped, a timeout) the communicator refuses further calls with weftInvalidUsage: destroy
+ * it and create a new one. */
+#ifndef WEFT_WEFT_H_
+#define WEFT_WEFT_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_MAJOR 0
+#define WEFT_MINOR 1
+#define WEFT_PATCH 0
+/** The version as weftGetVersion() reports it: major * 10000 + minor * 100 + patch. */
+#define WEFT_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define WEFT_VERSION_CODE WEFT_VERSION(WEFT_MAJOR, WEFT_MINOR, WEFT_PATCH)
+
+/** A communicator: a group of ranks that run collectives together. Opaque. */
+typedef struct weftComm* weftComm_t;
+
+/** Lets ranks find each other: the rendezvous address and a job id. One process creates it
+ *  with weftGetUniqueId and hands the same bytes to every rank (MPI_Bcast, a file, ...). */
+typedef struct {
+  char internal[128];
+} weftUniqueId;
+
+typedef enum {
+  /** The call did what it says. */
+  weftSuccess = 0,
+  /** A device (CUDA) call failed. Reserved: host-memory weft does not return it yet. */
+  weftUnhandledError,
+  /** The system refused a resource (out of memory). */
+  weftSystemError,
+  /** A bug in weft, or a failure it has no better code for; the message says which. */
+  weftInternalError,
+  /** A bad argument on this rank: a null pointer, an unknown type or op, a root that is not
+   *  a rank, a count that overflows, a non-NULL stream, a bad WEFT_* variable. */
+  weftInvalidArgument,
+  /** The communicator cannot be used: NULL, not initialised, destroyed, or failed earlier. */
+  weftInvalidUsage,
+  /** A peer went away or a link failed. */
+  weftRemoteError,
+  /** The operation has not completed. Reserved: every weft call is synchronous today. */
+  weftInProgress,
+  /** A wait ran past WEFT_TIMEOUT: a peer stopped calling or a link stalled. */
+  weftTimeout,
+} weftResult_t;
+
+/** Element types; the values are those of weft::DataType. */
+typedef enum {
+  weftInt8 = 0,
+  weftChar = 0,
+  weftUint8 = 1,
+  weftInt32 = 2,
+  weftInt = 2,
+  weftUint32 = 3,
+  weftInt64 = 4,
+  weftUint64 = 5,
+  weftFloat16 = 6,
+  weftHalf = 6,
+  weftFloat32 = 7,
+  weftFloat = 7,
+  weftFloat64 = 8,
+  weftDouble = 8,
+  weftBfloat16 = 9,
+} weftDataType_t;
+
+/** Reduction operators; the values are those of weft::ReduceOp. weftAvg is the sum divided
+ *  by the rank count (integer division for integer types). */
+typedef enum {
+  weftSum = 0,
+  weftProd = 1,
+  weftMax = 2,
+  weftMin = 3,
+  weftAvg = 4,
+} weftRedOp_t;
+
+/** Stores WEFT_VERSION_CODE of the library (not of this header) in *version. */
+weftResult_t weftGetVersion(int* version);
+
+/** Creates an id and serves its rendezvous from this process until every rank has arrived
+ *  or WEFT_TIMEOUT has passed. Listens on WEFT_SOCKET_IFNAME (default: the first
+ *  non-loopback interface that is up). */
+weftResult_t weftGetUniqueId(weftUniqueId* uniqueId);
+
+/** Joins the job named by `commId` as `rank` of `nranks`; returns once every rank has
+ *  joined. On failure *comm is set to NULL. */
+weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId commId, int rank);
+
+/** Joins the job the launcher describes (mpirun, Slurm, or WEFT_RANK / WEFT_SIZE), meeting
+ *  the other ranks at WEFT_COORDINATOR=host:port (rank 0 serves it). On failure *comm is set
+ *  to NULL. */
+weftResult_t weftCommInitFromEnv(weftComm_t* comm);
+
+/** Frees the communicator and closes its links. NULL is allowed and does nothing. */
+weftResult_t weftCommDestroy(weftComm_t comm);
+
+/** The number of ranks, and this rank, of the communicator. */
+weftResult_t weftCommCount(const weftComm_t comm, int* count);
+weftResult_t weftCommUserRank(const weftComm_t comm, int* rank);
+
+/** recvbuff[i] = op over ranks of sendbuff[i], for i < count. In-place when
+ *  sendbuff == recvbuff. */
+weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                           void* stream);
+
+/** recvbuff[r * sendcount + i] = sendbuff[i] of rank r. In-place when
+ *  sendbuff == recvbuff + rank * sendcount. */
+weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           weftDataType_t datatype, weftComm_t comm, void* stream);
+
+/** recvbuff[i] = op over ranks of sendbuff[rank * recvcount + i]. In-place when
+ *  recvbuff == sendbuff + rank * recvcount. */
+weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                               void* stream);
+
+/** recvbuff[i] = sendbuff[i] of `root`; sendbuff is read on the root only. In-place when
+ *  sendbuff == recvbuff. */
+weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, int root, weftComm_t comm, void* stream);
+
+/** Returns once every rank has entered the barrier. */
+weftResult_t weftBarrier(weftComm_t comm, void* stream);
+
+/** A short, static description of a result code ("invalid argument", ...). */
+const char* weftGetErrorString(weftResult_t result);
+
+/** The message of the last call that failed on `comm` ("" if none has). With a NULL (or
+ *  unrecognised) comm: the last failure on this thread of a call that had no communicator to
+ *  record it in, such as weftCommInitRank or weftGetUniqueId. The string stays valid until
+ *  the next failure recorded in the same place, or until the comm is destroyed. */
+const char* weftGetLastError(weftComm_t comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* WEFT_WEFT_H_ */

@@ -1,0 +1,273 @@
+// The C API of weft/weft.h over weft::Communicator. Each entry point checks the handle and
+// its pointers, converts the C enums with a range check (a C enum may hold any int, and
+// weft::DataType is a uint8_t that would wrap 256 to a valid type), runs the C++ call, and
+// turns its absl::Status into a weftResult_t plus a message for weftGetLastError. No C++
+// exception crosses into C.
+#include "weft/weft.h"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "weft/weft.hpp"
+
+struct weftComm {
+  uint64_t magic;  // kLiveMagic while the comm is usable; cleared by weftCommDestroy
+  std::unique_ptr<weft::Communicator> comm;
+  std::string last_error;  // the message of the last call that failed on this comm
+};
+
+namespace {
+
+constexpr uint64_t kLiveMagic = 0x5745'4654'434f'4d4dULL;  // "WEFTCOMM"
+
+static_assert(sizeof(weftUniqueId) == sizeof(weft::UniqueId::bytes));
+static_assert(weftFloat32 == static_cast<int>(weft::DataType::kFloat32) &&
+              weftBfloat16 == static_cast<int>(weft::DataType::kBFloat16) &&
+              weftBfloat16 + 1 == weft::kNumDataTypes);
+static_assert(weftAvg == static_cast<int>(weft::ReduceOp::kAvg) &&
+              weftAvg + 1 == weft::kNumReduceOps);
+
+// Failures of calls that have no communicator to record them in (init, a bad handle).
+thread_local std::string t_last_error;
+
+weftResult_t to_result(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return weftSuccess;
+    case absl::StatusCode::kInvalidArgument: return weftInvalidArgument;
+    case absl::StatusCode::kDeadlineExceeded: return weftTimeout;
+    case absl::StatusCode::kUnavailable: return weftRemoteError;
+    case absl::StatusCode::kFailedPrecondition: return weftInvalidUsage;
+    default: return weftInternalError;
+  }
+}
+
+// Records `status` in the comm's slot (or this thread's when comm is null) and maps it.
+weftResult_t finish(weftComm* comm, const absl::Status& status) {
+  if (status.ok()) return weftSuccess;
+  std::string& slot = comm != nullptr ? comm->last_error : t_last_error;
+  slot = std::string(status.message());
+  return to_result(status.code());
+}
+
+// Runs `body` (which returns absl::Status), keeping C++ exceptions out of C callers.
+template <typename Body>
+weftResult_t guarded(weftComm* comm, const char* what, Body&& body) {
+  try {
+    return finish(comm, body());
+  } catch (const std::bad_alloc&) {
+    std::string& slot = comm != nullptr ? comm->last_error : t_last_error;
+    slot = absl::StrCat(what, ": out of memory");
+    return weftSystemError;
+  } catch (const std::exception& e) {
+    return finish(comm, absl::InternalError(absl::StrCat(what, ": ", e.what())));
+  } catch (...) {
+    return finish(comm, absl::InternalError(absl::StrCat(what, ": unknown exception")));
+  }
+}
+
+// The handle's magic, read as bytes so a handle that points at garbage is not used as an
+// object first. A handle that points at unmapped memory cannot be detected.
+bool is_live(const weftComm* comm) {
+  if (comm == nullptr) return false;
+  uint64_t magic = 0;
+  std::memcpy(&magic, reinterpret_cast<const unsigned char*>(comm), sizeof magic);
+  return magic == kLiveMagic;
+}
+
+weftResult_t bad_handle(const weftComm* comm, const char* what) {
+  return finish(nullptr, absl::FailedPreconditionError(absl::StrCat(
+                             what, ": ", comm == nullptr ? "the communicator is NULL"
+                                                          : "not an initialised communicator "
+                                                            "(never initialised, or destroyed)",
+                             "; create one with weftCommInitRank or weftCommInitFromEnv")));
+}
+
+weftResult_t null_arg(weftComm* comm, const char* what, const char* arg) {
+  return finish(comm, absl::InvalidArgumentError(absl::StrCat(what, ": ", arg, " is NULL")));
+}
+
+// Converts the C enums, refusing values outside them before they are narrowed.
+absl::StatusOr<weft::DataType> to_type(const char* what, weftDataType_t in) {
+  const int v = static_cast<int>(in);
+  if (v < 0 || v >= weft::kNumDataTypes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": unknown data type ", v));
+  }
+  return static_cast<weft::DataType>(v);
+}
+
+absl::StatusOr<weft::ReduceOp> to_op(const char* what, weftRedOp_t in) {
+  const int v = static_cast<int>(in);
+  if (v < 0 || v >= weft::kNumReduceOps) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": unknown reduction op ", v));
+  }
+  return static_cast<weft::ReduceOp>(v);
+}
+
+// What every collective checks first: a live handle, then a NULL stream.
+weftResult_t check_call(weftComm* comm, const char* what, const void* stream) {
+  if (!is_live(comm)) return bad_handle(comm, what);
+  if (stream == nullptr) return weftSuccess;
+  return finish(comm, absl::InvalidArgumentError(absl::StrCat(
+                          what, ": stream must be NULL: weft runs collectives on host memory "
+                                "only until the CUDA path lands")));
+}
+
+// `create` returns absl::StatusOr<std::unique_ptr<weft::Communicator>>.
+template <typename Create>
+weftResult_t init(weftComm_t* out, const char* what, Create&& create) {
+  if (out == nullptr) return null_arg(nullptr, what, "the comm out-pointer");
+  *out = nullptr;
+  return guarded(nullptr, what, [&]() -> absl::Status {
+    auto created = create();
+    if (!created.ok()) return created.status();
+    auto comm = std::make_unique<weftComm>();
+    comm->magic = kLiveMagic;
+    comm->comm = *std::move(created);
+    *out = comm.release();
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+weftResult_t weftGetVersion(int* version) {
+  if (version == nullptr) return null_arg(nullptr, "weftGetVersion", "version");
+  *version = WEFT_VERSION_CODE;
+  return weftSuccess;
+}
+
+weftResult_t weftGetUniqueId(weftUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return null_arg(nullptr, "weftGetUniqueId", "uniqueId");
+  return guarded(nullptr, "weftGetUniqueId", [&]() -> absl::Status {
+    auto id = weft::make_unique_id();
+    if (!id.ok()) return id.status();
+    std::memcpy(uniqueId->internal, id->bytes.data(), sizeof uniqueId->internal);
+    return absl::OkStatus();
+  });
+}
+
+weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId commId, int rank) {
+  return init(comm, "weftCommInitRank", [&] {
+    weft::UniqueId id;
+    std::memcpy(id.bytes.data(), commId.internal, id.bytes.size());
+    return weft::Communicator::create(id, rank, nranks);
+  });
+}
+
+weftResult_t weftCommInitFromEnv(weftComm_t* comm) {
+  return init(comm, "weftCommInitFromEnv", [] { return weft::Communicator::create_from_env(); });
+}
+
+weftResult_t weftCommDestroy(weftComm_t comm) {
+  if (comm == nullptr) return weftSuccess;
+  if (!is_live(comm)) return bad_handle(comm, "weftCommDestroy");
+  comm->magic = 0;  // a later use of this handle is then refused, where the memory allows
+  return guarded(nullptr, "weftCommDestroy", [&] {
+    delete comm;
+    return absl::OkStatus();
+  });
+}
+
+weftResult_t weftCommCount(const weftComm_t comm, int* count) {
+  if (!is_live(comm)) return bad_handle(comm, "weftCommCount");
+  if (count == nullptr) return null_arg(comm, "weftCommCount", "count");
+  *count = comm->comm->size();
+  return weftSuccess;
+}
+
+weftResult_t weftCommUserRank(const weftComm_t comm, int* rank) {
+  if (!is_live(comm)) return bad_handle(comm, "weftCommUserRank");
+  if (rank == nullptr) return null_arg(comm, "weftCommUserRank", "rank");
+  *rank = comm->comm->rank();
+  return weftSuccess;
+}
+
+weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                           void* stream) {
+  const char* what = "weftAllReduce";
+  if (weftResult_t r = check_call(comm, what, stream); r != weftSuccess) return r;
+  return guarded(comm, what, [&]() -> absl::Status {
+    auto type = to_type(what, datatype);
+    if (!type.ok()) return type.status();
+    auto reduce_op = to_op(what, op);
+    if (!reduce_op.ok()) return reduce_op.status();
+    weft::AllreduceOptions options;
+    options.op = *reduce_op;
+    return comm->comm->allreduce(sendbuff, recvbuff, count, *type, options);
+  });
+}
+
+weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           weftDataType_t datatype, weftComm_t comm, void* stream) {
+  const char* what = "weftAllGather";
+  if (weftResult_t r = check_call(comm, what, stream); r != weftSuccess) return r;
+  return guarded(comm, what, [&]() -> absl::Status {
+    auto type = to_type(what, datatype);
+    if (!type.ok()) return type.status();
+    return comm->comm->allgather(sendbuff, recvbuff, sendcount, *type);
+  });
+}
+
+weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                               void* stream) {
+  const char* what = "weftReduceScatter";
+  if (weftResult_t r = check_call(comm, what, stream); r != weftSuccess) return r;
+  return guarded(comm, what, [&]() -> absl::Status {
+    auto type = to_type(what, datatype);
+    if (!type.ok()) return type.status();
+    auto reduce_op = to_op(what, op);
+    if (!reduce_op.ok()) return reduce_op.status();
+    weft::ReduceScatterOptions options;
+    options.op = *reduce_op;
+    return comm->comm->reduce_scatter(sendbuff, recvbuff, recvcount, *type, options);
+  });
+}
+
+weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, int root, weftComm_t comm, void* stream) {
+  const char* what = "weftBroadcast";
+  if (weftResult_t r = check_call(comm, what, stream); r != weftSuccess) return r;
+  return guarded(comm, what, [&]() -> absl::Status {
+    auto type = to_type(what, datatype);
+    if (!type.ok()) return type.status();
+    weft::BroadcastOptions options;
+    options.root = root;
+    return comm->comm->broadcast(sendbuff, recvbuff, count, *type, options);
+  });
+}
+
+weftResult_t weftBarrier(weftComm_t comm, void* stream) {
+  if (weftResult_t r = check_call(comm, "weftBarrier", stream); r != weftSuccess) return r;
+  return guarded(comm, "weftBarrier", [&] { return comm->comm->barrier(); });
+}
+
+const char* weftGetErrorString(weftResult_t result) {
+  switch (result) {
+    case weftSuccess: return "no error";
+    case weftUnhandledError: return "unhandled device error";
+    case weftSystemError: return "system error (out of memory or a system call failed)";
+    case weftInternalError: return "internal error";
+    case weftInvalidArgument: return "invalid argument";
+    case weftInvalidUsage: return "invalid usage (communicator not usable)";
+    case weftRemoteError: return "remote error (a peer went away or a link failed)";
+    case weftInProgress: return "operation in progress";
+    case weftTimeout: return "timeout (a wait ran past WEFT_TIMEOUT)";
+  }
+  return "unknown weftResult_t";
+}
+
+const char* weftGetLastError(weftComm_t comm) {
+  return is_live(comm) ? comm->last_error.c_str() : t_last_error.c_str();
+}
+
+}  // extern "C"

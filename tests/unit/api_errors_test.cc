@@ -1,0 +1,330 @@
+// The C++ API's error cases and its one-rank behaviour, with communicators whose ranks are
+// threads of this process (shm works between them). Every error is checked by its code and
+// by what its message names. Loopback only; every wait is bounded by WEFT_TIMEOUT=10 or a
+// per-call timeout, and the timeout test asserts how long it took.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "weft/weft.hpp"
+
+namespace weft {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// Sets an environment variable for one scope and restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Rendezvous and tcp on loopback, and no wait longer than 10 s.
+class LoopbackEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    setenv("WEFT_SOCKET_IFNAME", "lo", 1);
+    setenv("WEFT_TIMEOUT", "10", 1);
+  }
+};
+const auto* const kLoopbackEnv = ::testing::AddGlobalTestEnvironment(new LoopbackEnv);
+
+using Comms = std::vector<std::unique_ptr<Communicator>>;
+
+// An n-rank communicator whose ranks are threads; empty (after a test failure) if any rank
+// could not be created.
+Comms make_comms(int n) {
+  auto id = make_unique_id();
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (!id.ok()) return {};
+  std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> created(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { created[r] = Communicator::create(*id, r, n); });
+  }
+  for (auto& t : threads) t.join();
+  Comms comms;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(created[r].ok()) << "rank " << r << ": " << created[r].status();
+    if (!created[r].ok()) return {};
+    comms.push_back(*std::move(created[r]));
+  }
+  return comms;
+}
+
+// Runs fn(rank) on one thread per rank.
+template <typename Fn>
+void on_every_rank(int n, Fn fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(r); });
+  for (auto& t : threads) t.join();
+}
+
+void expect_error(const absl::Status& s, absl::StatusCode code, const std::string& names) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(names));
+}
+
+class OneRank : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Comms comms = make_comms(1);
+    ASSERT_EQ(comms.size(), 1u);
+    comm_ = std::move(comms[0]);
+  }
+  std::unique_ptr<Communicator> comm_;
+  std::vector<float> send_ = std::vector<float>(8, 1.0f);
+  std::vector<float> recv_ = std::vector<float>(8, 0.0f);
+};
+
+TEST_F(OneRank, NullBuffersWithACountAreInvalid) {
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  const float* send = send_.data();
+  float* recv = recv_.data();
+  expect_error(comm_->allreduce(send, nullptr, 8, DataType::kFloat32), kInvalid,
+               "allreduce on rank 0: recv buffer is null but count is 8");
+  expect_error(comm_->allreduce(nullptr, recv, 8, DataType::kFloat32), kInvalid,
+               "allreduce on rank 0: send buffer is null but count is 8");
+  expect_error(comm_->allgather(nullptr, recv, 8, DataType::kFloat32), kInvalid,
+               "allgather on rank 0: send buffer is null");
+  expect_error(comm_->allgather(send, nullptr, 8, DataType::kFloat32), kInvalid,
+               "allgather on rank 0: recv buffer is null");
+  expect_error(comm_->reduce_scatter(nullptr, recv, 8, DataType::kFloat32), kInvalid,
+               "reduce_scatter on rank 0: send buffer is null");
+  expect_error(comm_->reduce_scatter(send, nullptr, 8, DataType::kFloat32), kInvalid,
+               "reduce_scatter on rank 0: recv buffer is null");
+  // The root reads its send buffer.
+  expect_error(comm_->broadcast(nullptr, recv, 8, DataType::kFloat32), kInvalid,
+               "broadcast on rank 0: send buffer is null");
+  expect_error(comm_->broadcast(send, nullptr, 8, DataType::kFloat32), kInvalid,
+               "broadcast on rank 0: recv buffer is null");
+}
+
+TEST_F(OneRank, CountZeroWithNullBuffersIsOk) {
+  EXPECT_TRUE(comm_->allreduce(nullptr, nullptr, 0, DataType::kFloat32).ok());
+  EXPECT_TRUE(comm_->allgather(nullptr, nullptr, 0, DataType::kInt8).ok());
+  EXPECT_TRUE(comm_->reduce_scatter(nullptr, nullptr, 0, DataType::kFloat64).ok());
+  EXPECT_TRUE(comm_->broadcast(nullptr, nullptr, 0, DataType::kUint64).ok());
+  EXPECT_TRUE(comm_->barrier().ok());
+}
+
+TEST_F(OneRank, UnknownTypeAndOpAreInvalid) {
+  const auto bad_type = static_cast<DataType>(42);
+  for (const absl::Status& s :
+       {comm_->allreduce(send_.data(), recv_.data(), 8, bad_type),
+        comm_->allgather(send_.data(), recv_.data(), 8, bad_type),
+        comm_->reduce_scatter(send_.data(), recv_.data(), 8, bad_type),
+        comm_->broadcast(send_.data(), recv_.data(), 8, bad_type)}) {
+    expect_error(s, absl::StatusCode::kInvalidArgument, "unknown data type 42");
+  }
+  AllreduceOptions ar;
+  ar.op = static_cast<ReduceOp>(9);
+  expect_error(comm_->allreduce(send_.data(), recv_.data(), 8, DataType::kFloat32, ar),
+               absl::StatusCode::kInvalidArgument, "allreduce: unknown reduction op 9");
+  ReduceScatterOptions rs;
+  rs.op = static_cast<ReduceOp>(9);
+  expect_error(comm_->reduce_scatter(send_.data(), recv_.data(), 8, DataType::kFloat32, rs),
+               absl::StatusCode::kInvalidArgument, "reduce_scatter: unknown reduction op 9");
+}
+
+TEST_F(OneRank, BroadcastRootOutsideTheCommunicatorIsInvalid) {
+  for (int root : {-1, 1}) {
+    BroadcastOptions options;
+    options.root = root;
+    expect_error(comm_->broadcast(send_.data(), recv_.data(), 8, DataType::kFloat32, options),
+                 absl::StatusCode::kInvalidArgument,
+                 "broadcast: root " + std::to_string(root) + " is not a rank of 0..0");
+  }
+}
+
+TEST_F(OneRank, CountsThatOverflowAByteCountAreInvalid) {
+  const size_t huge = SIZE_MAX / 2;
+  const std::string count = std::to_string(huge);
+  expect_error(comm_->allgather(send_.data(), recv_.data(), huge, DataType::kFloat32),
+               absl::StatusCode::kInvalidArgument,
+               "allgather: count " + count + " of float overflows a byte count");
+  expect_error(comm_->reduce_scatter(send_.data(), recv_.data(), huge, DataType::kInt8),
+               absl::StatusCode::kInvalidArgument,
+               "reduce_scatter: count " + count + " of int8 overflows a byte count");
+  expect_error(comm_->allreduce(send_.data(), recv_.data(), huge, DataType::kFloat64),
+               absl::StatusCode::kInvalidArgument, "overflows a byte count");
+}
+
+TEST_F(OneRank, UnknownAlgorithmIsInvalidAndListsTheKnownOnes) {
+  AllreduceOptions options;
+  options.algorithm = "bogus";
+  expect_error(comm_->allreduce(send_.data(), recv_.data(), 8, DataType::kFloat32, options),
+               absl::StatusCode::kInvalidArgument,
+               "no allreduce algorithm named 'bogus'; known: ring, recursive_doubling");
+  BroadcastOptions bcast;
+  bcast.algorithm = "tree";
+  expect_error(comm_->broadcast(send_.data(), recv_.data(), 8, DataType::kFloat32, bcast),
+               absl::StatusCode::kInvalidArgument, "known: chain");
+  // A refused call leaves the communicator usable.
+  EXPECT_TRUE(comm_->allreduce(send_.data(), recv_.data(), 8, DataType::kFloat32).ok());
+  EXPECT_EQ(recv_, send_);
+}
+
+TEST(Create, BadEnvironmentVariablesAreInvalidAndNamed) {
+  auto id = make_unique_id();  // before the bad values: it reads WEFT_TIMEOUT too
+  ASSERT_TRUE(id.ok()) << id.status();
+  const std::pair<const char*, const char*> cases[] = {
+      {"WEFT_ALGORITHM", "allreduce=bogus"}, {"WEFT_ALGORITHM", "nonsense"},
+      {"WEFT_TIMEOUT", "soon"},              {"WEFT_TIMEOUT", "-1"},
+      {"WEFT_TRANSPORT", "pigeon"},
+  };
+  for (const auto& [name, value] : cases) {
+    ScopedEnv env(name, value);
+    auto comm = Communicator::create(*id, 0, 1);
+    ASSERT_FALSE(comm.ok()) << name << "=" << value;
+    expect_error(comm.status(), absl::StatusCode::kInvalidArgument, name);
+    EXPECT_THAT(std::string(comm.status().message()), HasSubstr(value));
+  }
+}
+
+TEST(Create, RankOutsideTheSizeIsInvalid) {
+  auto id = make_unique_id();
+  ASSERT_TRUE(id.ok()) << id.status();
+  for (auto [rank, size] : {std::pair{1, 1}, {-1, 2}, {0, 0}}) {
+    auto comm = Communicator::create(*id, rank, size);
+    ASSERT_FALSE(comm.ok());
+    expect_error(comm.status(), absl::StatusCode::kInvalidArgument,
+                 "rank " + std::to_string(rank) + " is not within a communicator of " +
+                     std::to_string(size) + " ranks");
+  }
+}
+
+TEST(ThreeRanks, PerRankCountOverflowCountsTheRanks) {
+  Comms comms = make_comms(3);
+  ASSERT_EQ(comms.size(), 3u);
+  // Fits in a byte count for one rank's block, not for three of them.
+  const size_t count = SIZE_MAX / 2 / sizeof(float) / 2;
+  std::vector<float> buf(1);
+  on_every_rank(3, [&](int r) {
+    expect_error(comms[r]->allgather(buf.data(), buf.data(), count, DataType::kFloat32),
+                 absl::StatusCode::kInvalidArgument, "overflows a byte count");
+    expect_error(comms[r]->reduce_scatter(buf.data(), buf.data(), count, DataType::kFloat32),
+                 absl::StatusCode::kInvalidArgument, "overflows a byte count");
+  });
+}
+
+TEST(TwoRanks, BroadcastReadsSendOnTheRootOnly) {
+  Comms comms = make_comms(2);
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<std::vector<int32_t>> recv(2, std::vector<int32_t>(5, 0));
+  const std::vector<int32_t> data = {1, -2, 3, -4, 5};
+  on_every_rank(2, [&](int r) {
+    BroadcastOptions options;
+    options.root = 1;
+    options.timeout = absl::Seconds(5);
+    const void* send = r == 1 ? data.data() : nullptr;
+    EXPECT_TRUE(comms[r]->broadcast(send, recv[r].data(), 5, DataType::kInt32, options).ok());
+  });
+  EXPECT_EQ(recv[0], data);
+  EXPECT_EQ(recv[1], data);
+}
+
+TEST(TwoRanks, AfterATimeoutTheCommunicatorRefusesCalls) {
+  Comms comms = make_comms(2);
+  ASSERT_EQ(comms.size(), 2u);
+  // Rank 1 never calls: rank 0 waits out its own timeout.
+  std::vector<float> send(1024, 1.0f), recv(1024);
+  AllreduceOptions options;
+  options.timeout = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  const absl::Status s =
+      comms[0]->allreduce(send.data(), recv.data(), send.size(), DataType::kFloat32, options);
+  const absl::Duration took = absl::Now() - start;
+  expect_error(s, absl::StatusCode::kDeadlineExceeded, "rank 0");
+  EXPECT_GE(took, absl::Milliseconds(290));
+  EXPECT_LT(took, absl::Milliseconds(300) + absl::Seconds(2));
+
+  const absl::Status again =
+      comms[0]->allreduce(send.data(), recv.data(), send.size(), DataType::kFloat32, options);
+  expect_error(again, absl::StatusCode::kFailedPrecondition, "failed earlier");
+  EXPECT_THAT(std::string(again.message()),
+              AllOf(HasSubstr("allreduce on rank 0"), HasSubstr("create a new one")));
+  expect_error(comms[0]->barrier(), absl::StatusCode::kFailedPrecondition, "failed earlier");
+}
+
+// On one rank every collective is a copy (the reduction of one value is that value), for
+// every type, op and algorithm, in place and out of place.
+TEST_F(OneRank, EveryCollectiveCopiesOnOneRank) {
+  constexpr size_t kCount = 37;
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    const auto type = static_cast<DataType>(t);
+    const size_t bytes = kCount * size_of(type);
+    // Bytes below 0x40 make finite values of every float type.
+    std::vector<uint8_t> in(bytes);
+    for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>((i * 7 + 3 + t) % 0x40);
+    auto check = [&](const absl::Status& s, const std::vector<uint8_t>& out, const char* what) {
+      EXPECT_TRUE(s.ok()) << what << " " << name_of(type) << ": " << s;
+      EXPECT_EQ(out, in) << what << " " << name_of(type);
+    };
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(in_place ? "in place" : "out of place");
+      for (int o = 0; o < kNumReduceOps; ++o) {
+        for (const char* algorithm : {"", "ring", "recursive_doubling"}) {
+          AllreduceOptions options;
+          options.op = static_cast<ReduceOp>(o);
+          options.algorithm = algorithm;
+          std::vector<uint8_t> out = in_place ? in : std::vector<uint8_t>(bytes, 0xff);
+          const void* send = in_place ? out.data() : in.data();
+          check(comm_->allreduce(send, out.data(), kCount, type, options), out, name_of(options.op));
+        }
+        ReduceScatterOptions rs;
+        rs.op = static_cast<ReduceOp>(o);
+        std::vector<uint8_t> out = in_place ? in : std::vector<uint8_t>(bytes, 0xff);
+        const void* send = in_place ? out.data() : in.data();
+        check(comm_->reduce_scatter(send, out.data(), kCount, type, rs), out, "reduce_scatter");
+      }
+      std::vector<uint8_t> out = in_place ? in : std::vector<uint8_t>(bytes, 0xff);
+      check(comm_->allgather(in_place ? out.data() : in.data(), out.data(), kCount, type), out,
+            "allgather");
+      out = in_place ? in : std::vector<uint8_t>(bytes, 0xff);
+      check(comm_->broadcast(in_place ? out.data() : in.data(), out.data(), kCount, type), out,
+            "broadcast");
+    }
+  }
+  EXPECT_TRUE(comm_->barrier().ok());
+  EXPECT_EQ(comm_->rank(), 0);
+  EXPECT_EQ(comm_->size(), 1);
+}
+
+TEST_F(OneRank, AverageOfOneRankIsTheInput) {
+  std::vector<int32_t> ints = {7, -7, 1, 0, 2147483647};
+  std::vector<int32_t> out(ints.size());
+  AllreduceOptions options;
+  options.op = ReduceOp::kAvg;
+  ASSERT_TRUE(comm_->allreduce(ints.data(), out.data(), ints.size(), DataType::kInt32, options).ok());
+  EXPECT_EQ(out, ints);
+  std::vector<double> d = {0.1, -3.5, 1e300};
+  std::vector<double> dout(d.size());
+  ASSERT_TRUE(comm_->allreduce(d.data(), dout.data(), d.size(), DataType::kFloat64, options).ok());
+  EXPECT_EQ(dout, d);
+}
+
+}  // namespace
+}  // namespace weft
