@@ -1,6 +1,7 @@
 // The TCP rendezvous: every rank connects to one server, says who it is, and gets back the
 // PeerInfo of every rank. The server is a thread in one process (the caller of
-// make_unique_id, or rank 0 under WEFT_COORDINATOR) that serves a single rendezvous and ends.
+// make_unique_id, or rank 0 under WEFT_COORDINATOR) that serves a single rendezvous and ends;
+// it is declared in rendezvous_server.hpp, and this header brings it along.
 //
 // Wire format (integers little-endian):
 //   hello   "WEFT" u16 version u16 0 u64 job_id u32 rank u32 size u32 blob_len, blob
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "src/deadline.hpp"
 #include "src/peer_info.hpp"
+#include "src/rendezvous_server.hpp"
 #include "src/unique_id.hpp"
 #include "weft/weft.hpp"
 
@@ -25,43 +27,6 @@ namespace weft {
 
 /// Largest PeerInfo blob a rank may send; anything longer is dropped as garbage.
 inline constexpr uint32_t kMaxPeerBlobBytes = 64 * 1024;
-
-/// Serves one rendezvous of `size` ranks on a background thread. The thread ends once every
-/// rank got the table, at the deadline, or when the server is stopped or destroyed; it never
-/// outlives the deadline. Connections that do not speak the protocol are logged to stderr
-/// and closed without counting; ranks that speak it but do not fit (another job, another
-/// size, a duplicate rank) get an error reply naming what is wrong.
-class RendezvousServer {
- public:
-  /// Binds `bind_address` (port 0: a free port), listens and starts the thread. size 0: the
-  /// first valid hello sets the size, and every later hello must agree.
-  static absl::StatusOr<std::unique_ptr<RendezvousServer>> start(
-      const RendezvousAddress& bind_address, uint64_t job_id, int size, Deadline deadline);
-  /// As above, with the deadline WEFT_TIMEOUT from now.
-  static absl::StatusOr<std::unique_ptr<RendezvousServer>> start(
-      const RendezvousAddress& bind_address, uint64_t job_id, int size);
-
-  /// Stops the thread (if still running) and joins it; returns promptly.
-  ~RendezvousServer();
-  RendezvousServer(const RendezvousServer&) = delete;
-  RendezvousServer& operator=(const RendezvousServer&) = delete;
-
-  /// The address it listens on, with the port the kernel chose.
-  const RendezvousAddress& address() const;
-  /// True once the thread has ended.
-  bool done() const;
-  /// Waits for the thread to end (at the latest at the deadline) and returns how it ended:
-  /// OK when every rank got the table; DeadlineExceeded naming the missing ranks; Cancelled
-  /// after stop(); Unavailable when a rank vanished before its table was sent.
-  absl::Status wait();
-  /// Asks the thread to end now; ranks still waiting see their connection close.
-  void stop();
-
- private:
-  class Impl;
-  explicit RendezvousServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
 
 /// Meets the other ranks at the rendezvous named by `id`: connects (retrying while nothing
 /// listens yet, since the server may start after this rank), sends `self` as `rank` of

@@ -75,6 +75,19 @@ Hello parse_hello_header(std::string_view in) {
   return h;
 }
 
+absl::StatusOr<size_t> hello_length(std::string_view header) {
+  const Hello h = parse_hello_header(header);
+  if (!h.magic_ok) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("not a weft hello (first bytes %s)", hex_prefix(header, 8)));
+  }
+  if (h.blob_len > kMaxPeerBlobBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "announced a ", h.blob_len, "-byte peer info (limit ", kMaxPeerBlobBytes, ")"));
+  }
+  return kHelloHeaderBytes + h.blob_len;
+}
+
 std::string encode_error_reply(absl::StatusCode code, std::string_view why) {
   std::string out(kMagic, 4);
   put_u32(out, static_cast<uint32_t>(code));

@@ -60,6 +60,10 @@ struct Hello {
 std::string encode_hello(uint64_t job_id, int rank, int size, const std::string& blob);
 /// Decodes the first kHelloHeaderBytes of `in`; shorter input yields magic_ok false.
 Hello parse_hello_header(std::string_view in);
+/// The length of the whole hello whose header is `header`, blob included; InvalidArgument
+/// saying why (for the server's log) when it is no weft hello or its blob is over
+/// kMaxPeerBlobBytes.
+absl::StatusOr<size_t> hello_length(std::string_view header);
 
 /// A refusal: the header with `code` (not OK), then `why` cut to kMaxMessageBytes.
 std::string encode_error_reply(absl::StatusCode code, std::string_view why);

@@ -1,9 +1,11 @@
 #include "src/deadline.hpp"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 #include "absl/strings/str_cat.h"
@@ -15,19 +17,36 @@ int Deadline::remaining_ms() const {
   return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
 }
 
+namespace {
+std::atomic<bool> g_oversubscribed{false};
+}
+
+void Backoff::set_oversubscribed(bool oversubscribed) {
+  g_oversubscribed.store(oversubscribed, std::memory_order_relaxed);
+  // Linux pads every sleep by the timer slack (50 us by default), which would turn the
+  // first short naps into long ones.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
 void Backoff::pause() {
-  ++rounds_;
-  if (rounds_ <= kSpinRounds) {
-    for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
-    return;
+  if (++rounds_ <= kSpinRounds) {
+    if (!g_oversubscribed.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 8; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      return;
+    }
+    rounds_ = kSpinRounds + 1;
   }
   if (rounds_ <= kSpinRounds + kYieldRounds) {
     sched_yield();
     return;
   }
-  // Naps grow from 2 us to 100 us: short enough for latency, long enough to free the core.
+  // Naps grow from 5 us to 100 us.
   const uint64_t extra = rounds_ - kSpinRounds - kYieldRounds;
-  const long ns = static_cast<long>(std::min<uint64_t>(2000 + extra * 2000, 100000));
+  const long ns = static_cast<long>(std::min<uint64_t>(5000 + extra * 5000, 100000));
   timespec ts{0, ns};
   nanosleep(&ts, nullptr);
 }

@@ -29,8 +29,11 @@ class Deadline {
 };
 
 /// Backs off while a condition is not met: spins for a few microseconds (a peer on another
-/// core answers within that), then yields, then sleeps with growing naps (a peer that needs
-/// this core gets it). Call reset() after progress.
+/// core answers within that), then yields the core (a peer that shares it runs at once),
+/// then naps that grow from 5 us (a busy peer gets the whole core instead of sharing it
+/// with a yielding waiter).
+/// When this host runs more ranks than it has cores, spinning only delays the peer that
+/// needs the core, so the spin phase is skipped. Call reset() after progress.
 class Backoff {
  public:
   void pause();
@@ -39,9 +42,12 @@ class Backoff {
   bool is_sleeping() const { return rounds_ > kSpinRounds + kYieldRounds; }
   uint64_t rounds() const { return rounds_; }
 
+  /// Process-wide: set by each communicator from its host's rank and core counts.
+  static void set_oversubscribed(bool oversubscribed);
+
  private:
-  static constexpr uint64_t kSpinRounds = 256;
-  static constexpr uint64_t kYieldRounds = 64;
+  static constexpr uint64_t kSpinRounds = 128;
+  static constexpr uint64_t kYieldRounds = 32;
   uint64_t rounds_ = 0;
 };
 

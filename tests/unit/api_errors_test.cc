@@ -165,9 +165,9 @@ TEST_F(OneRank, CountsThatOverflowAByteCountAreInvalid) {
   expect_error(comm_->allgather(send_.data(), recv_.data(), huge, DataType::kFloat32),
                absl::StatusCode::kInvalidArgument,
                "allgather: count " + count + " of float overflows a byte count");
-  expect_error(comm_->reduce_scatter(send_.data(), recv_.data(), huge, DataType::kInt8),
+  expect_error(comm_->reduce_scatter(send_.data(), recv_.data(), huge, DataType::kInt32),
                absl::StatusCode::kInvalidArgument,
-               "reduce_scatter: count " + count + " of int8 overflows a byte count");
+               "reduce_scatter: count " + count + " of int32 overflows a byte count");
   expect_error(comm_->allreduce(send_.data(), recv_.data(), huge, DataType::kFloat64),
                absl::StatusCode::kInvalidArgument, "overflows a byte count");
 }

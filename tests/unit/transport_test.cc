@@ -328,7 +328,9 @@ TEST_P(TransportTest, ConnectFailsInTimeWhenPeerIsGone) {
     const absl::Time start = absl::Now();
     auto p = r.transports[self]->connect(r.infos[1 - self], Deadline::after(timeout));
     // (A shm creator cannot tell a destroyed transport in a live process from a late one.)
-    if (self == 1 || GetParam().lower_rank_waits) EXPECT_FALSE(p.ok());
+    if (self == 1 || GetParam().lower_rank_waits) {
+      EXPECT_FALSE(p.ok());
+    }
     EXPECT_LE(absl::Now() - start, timeout + absl::Seconds(1));
   }
 }
