@@ -171,7 +171,9 @@ TEST(Collectives, ForcedTransportIsUsed) {
   const std::string forced = env_value(env::kTransport);
   ASSERT_TRUE(g_world->barrier().ok());
   for (const LinkStats& link : g_world->link_stats()) {
-    if (forced != "auto") EXPECT_EQ(link.transport, forced) << "link to rank " << link.peer;
+    if (forced != "auto") {
+      EXPECT_EQ(link.transport, forced) << "link to rank " << link.peer;
+    }
     EXPECT_EQ(link.errors, 0u);
   }
 }
