@@ -41,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -322,14 +323,25 @@ class Job {
     return c.reaped;
   }
 
-  // Everything the children wrote, for failure messages.
+  // What each child reported and printed, for a failing test's log. Progress lines are
+  // summarised (there is one per iteration).
   std::string logs() const {
     std::string out;
     for (const Child& c : children) {
-      absl::StrAppend(&out, "---- rank ", c.rank, " (pid ", c.pid, ", ",
+      const std::string progress = read_file(c.out_path);
+      std::string other;
+      int iterations = 0;
+      for (absl::string_view line : absl::StrSplit(progress, '\n', absl::SkipEmpty())) {
+        if (absl::StartsWith(line, "iter ")) {
+          ++iterations;
+        } else {
+          absl::StrAppend(&other, "  ", line, "\n");
+        }
+      }
+      absl::StrAppend(&out, "---- rank ", c.rank, " (pid ", c.pid, "): ",
                       c.reaped ? describe_wait_status(c.status) : std::string("still running"),
-                      ") progress:\n", read_file(c.out_path), "---- rank ", c.rank, " log:\n",
-                      read_file(c.log_path));
+                      "; ", iterations, " allreduces completed; progress file:\n", other,
+                      "---- rank ", c.rank, " stdout+stderr:\n", read_file(c.log_path));
     }
     return out;
   }
@@ -383,6 +395,12 @@ struct FaultCase {
   const char* transport;
   int victim;
 };
+std::string case_name(const FaultCase& c) {
+  return absl::StrCat(c.transport, "_kill_rank", c.victim);
+}
+// ctest's test names carry this (gtest_discover_tests appends GetParam()'s printout); without
+// it they would show the struct's raw bytes, pointer and padding included.
+void PrintTo(const FaultCase& c, std::ostream* os) { *os << case_name(c); }
 
 class FaultTest : public ::testing::TestWithParam<FaultCase> {};
 
@@ -412,6 +430,15 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
   char dir_template[] = "/tmp/weft-fault-XXXXXX";
   ASSERT_NE(::mkdtemp(dir_template), nullptr) << std::strerror(errno);
   job.dir = dir_template;
+  // Declared after `job`, so it runs first: a failing test (ASSERT included) prints what every
+  // child reported while the files still exist, before the guard kills and removes them.
+  struct DumpOnFailure {
+    const Job& job;
+    ~DumpOnFailure() {
+      if (::testing::Test::HasFailure()) std::printf("%s", job.logs().c_str());
+      std::fflush(stdout);
+    }
+  } dump_on_failure{job};
 
   for (int r = 0; r < kRanks; ++r) {
     Child c;
@@ -437,14 +464,13 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
   while (true) {
     int ready = 0;
     for (Child& c : job.children) {
-      ASSERT_FALSE(job.poll(c)) << "rank " << c.rank << " exited before the kill\n" << job.logs();
+      ASSERT_FALSE(job.poll(c)) << "rank " << c.rank << " exited before the kill";
       if (parse_progress(read_file(c.out_path)).iterations >= kItersBeforeKill) ++ready;
     }
     if (ready == kRanks) break;
     ASSERT_LT(mono_ms(), progress_deadline)
         << "not every rank completed " << kItersBeforeKill << " allreduces within "
-        << kProgressWaitMs << " ms\n"
-        << job.logs();
+        << kProgressWaitMs << " ms";
     sleep_ms(2);
   }
 
@@ -462,8 +488,7 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
   ASSERT_TRUE(victim.reaped) << "rank " << victim.rank << " did not die within " << kReapVictimMs
                              << " ms of SIGKILL";
   ASSERT_TRUE(WIFSIGNALED(victim.status) && WTERMSIG(victim.status) == SIGKILL)
-      << "rank " << victim.rank << ": " << describe_wait_status(victim.status) << "\n"
-      << job.logs();
+      << "rank " << victim.rank << ": " << describe_wait_status(victim.status);
 
   // 3. Every survivor must fail and exit; poll them all so each is reaped (and so, for shm,
   //    visibly dead to the others) as soon as it exits.
@@ -485,17 +510,15 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
                               ", survivor rank ", c.rank));
     if (!c.reaped) {
       ADD_FAILURE() << "rank " << c.rank << " still running " << kSurvivorWaitMs
-                    << " ms after rank " << victim.rank << " was killed (hang)\n"
-                    << job.logs();
+                    << " ms after rank " << victim.rank << " was killed (hang)";
       continue;
     }
     const Progress p = parse_progress(read_file(c.out_path));
     EXPECT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == kExitCollectiveFailed)
         << "rank " << c.rank << ": " << describe_wait_status(c.status) << ", want exit code "
-        << kExitCollectiveFailed << " (an allreduce returned an error)\n"
-        << job.logs();
+        << kExitCollectiveFailed << " (an allreduce returned an error)";
     if (!p.error.has_value()) {
-      ADD_FAILURE() << "rank " << c.rank << " reported no failed allreduce\n" << job.logs();
+      ADD_FAILURE() << "rank " << c.rank << " reported no failed allreduce";
       continue;
     }
     const std::map<std::string, std::string>& e = *p.error;
@@ -505,13 +528,12 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
                 e.count("call_ms") && absl::SimpleAtoi(e.at("call_ms"), &call_ms) &&
                 e.count("at_ns") && absl::SimpleAtoi(e.at("at_ns"), &at_ns) &&
                 e.count("iter") && absl::SimpleAtoi(e.at("iter"), &failed_iter))
-        << "malformed error line\n" << job.logs();
+        << "malformed error line";
     const auto status_code = static_cast<absl::StatusCode>(code);
     EXPECT_TRUE(status_code == absl::StatusCode::kUnavailable ||
                 status_code == absl::StatusCode::kDeadlineExceeded)
         << "rank " << c.rank << " failed with " << absl::StatusCodeToString(status_code)
-        << ", want Unavailable or DeadlineExceeded\n"
-        << job.logs();
+        << ", want Unavailable or DeadlineExceeded";
     // The failing call began before the kill (or right after), so its duration bounds how
     // long this rank took to notice; both must fit in WEFT_TIMEOUT plus slack.
     const int64_t detect_ms = (at_ns - kill_ns) / 1'000'000;
@@ -551,9 +573,7 @@ INSTANTIATE_TEST_SUITE_P(
     KillOneOfFour, FaultTest,
     ::testing::Values(FaultCase{"shm", 2}, FaultCase{"shm", 0}, FaultCase{"tcp", 2},
                       FaultCase{"tcp", 0}),
-    [](const ::testing::TestParamInfo<FaultCase>& info) {
-      return absl::StrCat(info.param.transport, "_kill_rank", info.param.victim);
-    });
+    [](const ::testing::TestParamInfo<FaultCase>& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace weft
