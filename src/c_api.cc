@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,8 +62,7 @@ weftResult_t guarded(weftComm* comm, const char* what, Body&& body) {
   try {
     return finish(comm, body());
   } catch (const std::bad_alloc&) {
-    std::string& slot = comm != nullptr ? comm->last_error : t_last_error;
-    slot = absl::StrCat(what, ": out of memory");
+    finish(comm, absl::ResourceExhaustedError(absl::StrCat(what, ": out of memory")));
     return weftSystemError;
   } catch (const std::exception& e) {
     return finish(comm, absl::InternalError(absl::StrCat(what, ": ", e.what())));
@@ -92,17 +92,26 @@ weftResult_t null_arg(weftComm* comm, const char* what, const char* arg) {
   return finish(comm, absl::InvalidArgumentError(absl::StrCat(what, ": ", arg, " is NULL")));
 }
 
-// Converts the C enums, refusing values outside them before they are narrowed.
-absl::StatusOr<weft::DataType> to_type(const char* what, weftDataType_t in) {
-  const int v = static_cast<int>(in);
+// A C caller may pass any int as a C enum, but in C++ loading an enum whose value lies
+// outside the enumerators' range is undefined: read the argument's bytes as an integer.
+template <typename Enum>
+int raw_value(const Enum& e) {
+  std::underlying_type_t<Enum> v;
+  std::memcpy(&v, &e, sizeof v);
+  return static_cast<int>(v);
+}
+
+// Converts the C enums, refusing values outside them before they are narrowed to uint8_t.
+absl::StatusOr<weft::DataType> to_type(const char* what, const weftDataType_t& in) {
+  const int v = raw_value(in);
   if (v < 0 || v >= weft::kNumDataTypes) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": unknown data type ", v));
   }
   return static_cast<weft::DataType>(v);
 }
 
-absl::StatusOr<weft::ReduceOp> to_op(const char* what, weftRedOp_t in) {
-  const int v = static_cast<int>(in);
+absl::StatusOr<weft::ReduceOp> to_op(const char* what, const weftRedOp_t& in) {
+  const int v = raw_value(in);
   if (v < 0 || v >= weft::kNumReduceOps) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": unknown reduction op ", v));
   }
@@ -252,7 +261,7 @@ weftResult_t weftBarrier(weftComm_t comm, void* stream) {
 }
 
 const char* weftGetErrorString(weftResult_t result) {
-  switch (result) {
+  switch (raw_value(result)) {
     case weftSuccess: return "no error";
     case weftUnhandledError: return "unhandled device error";
     case weftSystemError: return "system error (out of memory or a system call failed)";

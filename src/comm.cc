@@ -156,15 +156,15 @@ absl::Status Comm::validate(const CollectiveArgs& args) const {
 
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
-  if (args.count == 0 && args.kind != CollectiveKind::kBarrier) return absl::OkStatus();
-  args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout
-                                                                          : config_.timeout);
   const std::string& name = options.algorithm.empty()
                                 ? forced_algorithm_[static_cast<int>(args.kind)]
                                 : options.algorithm;
   auto algorithm = choose_algorithm(args.kind, name, args.count * args.elem_bytes(),
                                     config_.small_message_bytes);
   if (!algorithm.ok()) return algorithm.status();
+  if (args.count == 0 && args.kind != CollectiveKind::kBarrier) return absl::OkStatus();
+  args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout
+                                                                          : config_.timeout);
   AlgoContext ctx;
   ctx.rank = rank_;
   ctx.size = size_;
@@ -174,6 +174,9 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   absl::Status s = (*algorithm)->run(ctx, args);
   if (!s.ok()) {
     failure_ = s;
+    // Closing every link tells all peers at once, not only the ones this rank was waiting
+    // on; otherwise ranks further along the ring would wait for their own deadline.
+    for (auto& l : links_) l.reset();
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   }
   return s;

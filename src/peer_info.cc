@@ -93,10 +93,16 @@ absl::StatusOr<PeerInfo> PeerInfo::decode(std::string_view blob) {
 std::string local_host_id() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  char ns[128] = {};
-  const ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
-  return absl::StrCat(host, "/", read_first_line("/proc/sys/kernel/random/boot_id"), "/",
-                      n > 0 ? std::string(ns, n) : std::string("net:?"));
+  std::string id = absl::StrCat(host, "/", read_first_line("/proc/sys/kernel/random/boot_id"));
+  // Ranks share memory only within one network, IPC and PID namespace: a virtual-cluster
+  // host is a network namespace, /dev/shm follows the IPC namespace, and the shm transport
+  // checks peer liveness by pid.
+  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc", "/proc/self/ns/pid"}) {
+    char link[128] = {};
+    const ssize_t n = readlink(ns, link, sizeof(link) - 1);
+    absl::StrAppend(&id, "/", n > 0 ? std::string(link, n) : std::string("?"));
+  }
+  return id;
 }
 
 }  // namespace weft

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "tests/unit/scoped_env.hpp"
 #include "weft/weft.hpp"
 
 namespace weft {
@@ -21,34 +22,9 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-// Sets an environment variable for one scope and restores what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
+using weft::testing::LoopbackEnv;
+using weft::testing::ScopedEnv;
 
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-// Rendezvous and tcp on loopback, and no wait longer than 10 s.
-class LoopbackEnv : public ::testing::Environment {
- public:
-  void SetUp() override {
-    setenv("WEFT_SOCKET_IFNAME", "lo", 1);
-    setenv("WEFT_TIMEOUT", "10", 1);
-  }
-};
 const auto* const kLoopbackEnv = ::testing::AddGlobalTestEnvironment(new LoopbackEnv);
 
 using Comms = std::vector<std::unique_ptr<Communicator>>;

@@ -1,9 +1,6 @@
 #include "transport/shm/context.hpp"
 
-#include <signal.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "transport/shm/address.hpp"
@@ -45,7 +42,7 @@ class ShmTransport : public Transport {
       if (inbound.ok()) outbound = Ring::create(outbound_name, ring_bytes());
     } else {
       const int32_t pid = peer.pid;
-      auto alive = [pid] { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; };
+      auto alive = [pid] { return process_alive(pid); };
       inbound = Ring::attach(inbound_name, deadline, alive);
       if (inbound.ok()) outbound = Ring::attach(outbound_name, deadline, alive);
     }

@@ -6,6 +6,9 @@
 
 namespace weft::transport::shm {
 
+/// Whether process `pid` still runs (a zombie does not); true when unsure.
+bool process_alive(int32_t pid);
+
 class ShmPair : public Pair {
  public:
   /// `inbound` was created by this rank, `outbound` attached from the peer.
