@@ -41,7 +41,7 @@ inline constexpr EnvVar kAlgorithm{
 inline constexpr EnvVar kSmallMessageBytes{
     "WEFT_SMALL_MESSAGE_BYTES", "65536",
     "allreduce at or below this many bytes uses the latency-optimal algorithm"};
-inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "4194304",
+inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "1048576",
                                       "bytes of each one-way shared-memory ring"};
 inline constexpr EnvVar kRelayBytes{
     "WEFT_RELAY_BYTES", "4194304",

@@ -58,7 +58,7 @@ struct TransportInit {
   int size = 0;
   uint64_t job_id = 0;          ///< shared by every rank of one communicator
   std::string socket_ifname;    ///< interface to listen on (tcp); empty: default
-  size_t ring_bytes = 4 << 20;  ///< capacity of one direction of a shared-memory ring
+  size_t ring_bytes = 1 << 20;  ///< capacity of one direction of a shared-memory ring
 };
 
 class Transport {
