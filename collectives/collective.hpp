@@ -31,12 +31,21 @@ struct CollectiveArgs {
 
 /// The order in which ranks pass data around. The router builds it; a router that moves
 /// traffic off a bad link hands out a different ring for a later epoch.
-struct Schedule {
-  uint64_t epoch = 0;
-  std::vector<int> ring;  ///< ranks in ring order; every rank appears once
+class Schedule {
+ public:
+  Schedule() = default;
+  /// `ring`: ranks in ring order, every rank of 0..size-1 exactly once.
+  Schedule(uint64_t epoch, std::vector<int> ring);
 
-  int position_of(int rank) const;
+  uint64_t epoch() const { return epoch_; }
+  const std::vector<int>& ring() const { return ring_; }
+  int position_of(int rank) const { return position_[rank]; }
   int rank_at(int position) const;  ///< position taken modulo the ring size
+
+ private:
+  uint64_t epoch_ = 0;
+  std::vector<int> ring_;
+  std::vector<int> position_;  // inverse of ring_: looked up on every call
 };
 
 /// Opens links on first use (a rank connects only to the peers its schedules use).

@@ -43,12 +43,18 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
                                                    std::string(name), "'; known: ",
                                                    absl::StrJoin(known, ", ")));
   }
-  if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) {
-    return find_algorithm(kind, "recursive_doubling");
-  }
-  for (const Algorithm& a : all_algorithms()) {
-    if (a.kind == kind) return &a;
-  }
+  // Looked up once: this runs on every call, and small calls take about a microsecond.
+  static const Algorithm* const small_allreduce =
+      find_algorithm(CollectiveKind::kAllreduce, "recursive_doubling");
+  static const std::vector<const Algorithm*> defaults = [] {
+    std::vector<const Algorithm*> first(kNumCollectiveKinds, nullptr);
+    for (const Algorithm& a : all_algorithms()) {
+      if (first[static_cast<int>(a.kind)] == nullptr) first[static_cast<int>(a.kind)] = &a;
+    }
+    return first;
+  }();
+  if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) return small_allreduce;
+  if (const Algorithm* a = defaults[static_cast<int>(kind)]) return a;
   return absl::InternalError(absl::StrCat("no algorithm registered for ", name_of(kind)));
 }
 

@@ -15,12 +15,12 @@ Schedule make_schedule(const Topology& topology) {
     }
     first_rank_of_host[p.rank] = first;
   }
-  Schedule s;
-  for (const PeerInfo& p : peers) s.ring.push_back(p.rank);
-  std::stable_sort(s.ring.begin(), s.ring.end(), [&](int a, int b) {
+  std::vector<int> ring;
+  for (const PeerInfo& p : peers) ring.push_back(p.rank);
+  std::stable_sort(ring.begin(), ring.end(), [&](int a, int b) {
     return first_rank_of_host[a] < first_rank_of_host[b];
   });
-  return s;
+  return Schedule(/*epoch=*/0, std::move(ring));
 }
 
 }  // namespace weft

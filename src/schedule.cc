@@ -3,15 +3,13 @@
 
 namespace weft {
 
-int Schedule::position_of(int rank) const {
-  for (size_t i = 0; i < ring.size(); ++i) {
-    if (ring[i] == rank) return static_cast<int>(i);
-  }
-  return -1;
+Schedule::Schedule(uint64_t epoch, std::vector<int> ring)
+    : epoch_(epoch), ring_(std::move(ring)), position_(ring_.size(), -1) {
+  for (size_t i = 0; i < ring_.size(); ++i) position_[ring_[i]] = static_cast<int>(i);
 }
 
 int Schedule::rank_at(int position) const {
-  return ring[ring_mod(position, static_cast<int>(ring.size()))];
+  return ring_[ring_mod(position, static_cast<int>(ring_.size()))];
 }
 
 }  // namespace weft

@@ -16,15 +16,27 @@ static bool launched_by_mpirun() { return read_env("OMPI_COMM_WORLD_SIZE").has_v
 static bool g_mpi = false;
 #endif
 
-absl::StatusOr<std::unique_ptr<Communicator>> join_job(int* argc, char*** argv) {
+absl::StatusOr<Job> join_job(int* argc, char*** argv) {
+  Job job;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm;
 #ifdef WEFT_HAVE_MPI
   if (launched_by_mpirun()) {
     MPI_Init(argc, argv);
     g_mpi = true;
-    return create_from_mpi(MPI_COMM_WORLD);
+    job.mpi = true;
+    const absl::Time start = absl::Now();
+    comm = create_from_mpi(MPI_COMM_WORLD);
+    job.create_time = absl::Now() - start;
   }
 #endif
-  return Communicator::create_from_env();
+  if (!job.mpi) {
+    const absl::Time start = absl::Now();
+    comm = Communicator::create_from_env();
+    job.create_time = absl::Now() - start;
+  }
+  if (!comm.ok()) return comm.status();
+  job.comm = std::move(*comm);
+  return job;
 }
 
 void leave_job() {
