@@ -5,6 +5,7 @@ namespace weft::tools {
 /// Each takes the arguments after "weft" (argv[0] is the command name) and returns the
 /// process exit code.
 int run_command(int argc, char** argv);
+int bench_command(int argc, char** argv);
 int info_command(int argc, char** argv);
 
 }  // namespace weft::tools

@@ -14,6 +14,9 @@ void usage(FILE* out) {
                "commands:\n"
                "  run    run every collective over a size sweep on this job's ranks, check\n"
                "         every element and print a table (launch with mpirun -np N weft run)\n"
+               "  bench  nccl-tests for one collective: sizes, types, ops, in and out of place,\n"
+               "         time / algbw / busbw / #wrong, optionally side by side with MPI\n"
+               "         (mpirun -np N weft bench allreduce -b 8 -e 256M -f 4 --compare mpi)\n"
                "  info   print the build, the transports, the algorithms and every WEFT_*\n"
                "         variable with its default and current value\n"
                "\n"
@@ -30,6 +33,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "run") return weft::tools::run_command(argc - 1, argv + 1);
+  if (command == "bench") return weft::tools::bench_command(argc - 1, argv + 1);
   if (command == "info") return weft::tools::info_command(argc - 1, argv + 1);
   std::fprintf(stderr, "weft: unknown command '%s'\n\n", command.c_str());
   usage(stderr);

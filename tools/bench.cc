@@ -1,0 +1,257 @@
+#include "tools/bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "collectives/reduce.hpp"
+#include "tools/bench_report.hpp"
+#include "tools/host.hpp"
+#include "tools/peer.hpp"
+#include "tools/sweep.hpp"
+
+namespace weft::tools {
+namespace {
+
+double max_over_ranks(Communicator& comm, double value) {
+  AllreduceOptions max;
+  max.op = ReduceOp::kMax;
+  double out = value;
+  if (!comm.allreduce(&value, &out, 1, DataType::kFloat64, max).ok()) return value;
+  return out;
+}
+
+// Times one library on one placement: inputs written, warm-up, a barrier, `iters` calls
+// timed together; then `check` more calls, each on fresh inputs, counted for wrong elements.
+absl::Status measure(Peer& peer, Communicator& comm, const Call& call, Buffers& buffers,
+                     const BenchOptions& o, double* us, uint64_t* wrong) {
+  const int rank = comm.rank(), n = comm.size();
+  const Placement at = place(call, buffers, rank);
+  prepare(call, at, rank, n);
+  absl::Status s;
+  for (int i = 0; i < o.warmup && s.ok(); ++i) s = peer.run(call, at);
+  if (s.ok()) s = peer.finish();
+  if (s.ok()) s = comm.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.iters && s.ok(); ++i) s = peer.run(call, at);
+  if (s.ok()) s = peer.finish();
+  const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+  *us = took.count() / o.iters;
+  for (int i = 0; i < o.check && s.ok(); ++i) {
+    prepare(call, at, rank, n);
+    s = peer.run(call, at);
+    if (s.ok()) s = peer.finish();
+    if (!s.ok()) break;
+    std::byte* result = peer.result(call, at, rank);
+    const size_t elements = result_elements(call, n);
+    if (o.self_test_corrupt && rank == n - 1 && elements > 0) {
+      result[elements / 2 * size_of(call.type)] ^= std::byte{0x5A};
+    }
+    *wrong += count_wrong(call, result, rank, n);
+  }
+  return s;
+}
+
+// One row: weft out of place and in place, then the peer the same way (when it has the
+// call); times reduced to the slowest rank's, wrong elements summed. False when a call
+// failed on any rank (each failing rank says why on stderr).
+bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
+                 const BenchOptions& o, Row& row) {
+  Peer* libraries[2] = {&weft, peer};
+  const bool supported[2] = {true, peer != nullptr && peer->supports(row.call)};
+  double us[4] = {0, 0, 0, 0};
+  uint64_t wrong[5] = {0, 0, 0, 0, 0};  // [4]: this rank's failed calls
+  for (int i = 0; i < 4 && wrong[4] == 0; ++i) {
+    if (!supported[i / 2]) continue;
+    Call call = row.call;
+    call.in_place = i % 2 == 1;
+    const absl::Status s = measure(*libraries[i / 2], comm, call, buffers, o, &us[i], &wrong[i]);
+    if (!s.ok()) {
+      std::fprintf(stderr, "\nweft %s: rank %d: %s %s%s of %zu bytes failed: %s\n", o.command,
+                   comm.rank(), libraries[i / 2]->name(), name_of(call.kind),
+                   call.in_place ? " in place" : "", row.bytes, s.ToString().c_str());
+      wrong[4] = 1;
+    }
+  }
+  AllreduceOptions max;
+  max.op = ReduceOp::kMax;
+  double slowest[4];
+  uint64_t wrong_all[5];
+  if (!comm.allreduce(us, slowest, 4, DataType::kFloat64, max).ok() ||
+      !comm.allreduce(wrong, wrong_all, 5, DataType::kUint64).ok() || wrong_all[4] != 0) {
+    return false;
+  }
+  for (int i = 0; i < 4; ++i) {
+    Cell& c = i < 2 ? row.weft[i] : row.peer[i - 2];
+    c.supported = supported[i / 2];
+    c.us = slowest[i];
+    c.algbw = c.us > 0 ? static_cast<double>(row.bytes) / c.us / 1e3 : 0;
+    c.busbw = c.algbw * bus_factor(row.call.kind, comm.size());
+    c.checked = o.check > 0;
+    c.wrong = wrong_all[i];
+  }
+  return true;
+}
+
+// What the footer reports, gathered row by row.
+struct Totals {
+  double busbw[2] = {0, 0};  // summed over rows and placements: [0] weft, [1] peer
+  int cells[2] = {0, 0};
+  // Per collective: the best out-of-place busbw (over types and ops) at the largest size.
+  size_t large_bytes[kNumCollectiveKinds] = {};
+  double large[kNumCollectiveKinds][2] = {};
+
+  void add(const Row& row, bool largest) {
+    for (int lib = 0; lib < 2; ++lib) {
+      const Cell* cells_of = lib == 0 ? row.weft : row.peer;
+      for (int placement = 0; placement < 2; ++placement) {
+        if (!cells_of[placement].supported) continue;
+        busbw[lib] += cells_of[placement].busbw;
+        ++cells[lib];
+      }
+    }
+    if (!largest) return;
+    const int k = static_cast<int>(row.call.kind);
+    large_bytes[k] = row.bytes;
+    large[k][0] = std::max(large[k][0], row.weft[0].busbw);
+    if (row.peer[0].supported) large[k][1] = std::max(large[k][1], row.peer[0].busbw);
+  }
+};
+
+void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, double create_ms,
+                  double memcpy) {
+  std::printf("# weft %s:", o.command);
+  for (CollectiveKind k : o.collectives) std::printf(" %s", name_of(k));
+  std::printf(" on %d ranks (%d on this host), weft %s, reduction kernels %s\n", comm.size(),
+              comm.local_size(), WEFT_VERSION, reduce_isa());
+  std::printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+              "check iters: %d root: %d compare: %s\n",
+              o.min_bytes, o.max_bytes, o.factor > 1 ? o.factor : o.increment,
+              o.factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check, o.root,
+              peer ? peer->name() : "none");
+  std::printf("# communicator created in %.1f ms (slowest rank)\n", create_ms);
+  std::printf("# memcpy, one core on rank 0: %.2f GB/s (64 MiB buffers, best of 5)\n", memcpy);
+  if (o.self_test_corrupt) {
+    std::printf("# self test: rank %d flips one result element before each check; this run "
+                "must fail\n", comm.size() - 1);
+  }
+  std::printf("#\n");
+}
+
+void print_footer(const BenchOptions& o, const BenchOutcome& out, const Totals& t,
+                  const Peer* peer, double memcpy, double resident_mib) {
+  std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(out.wrong),
+              out.wrong ? "FAILED" : "OK");
+  std::printf("# Avg bus bandwidth    : %g\n", t.cells[0] ? t.busbw[0] / t.cells[0] : 0.0);
+  if (peer != nullptr) {
+    std::printf("# %s: out of bounds values : %llu %s, avg bus bandwidth : %g\n", peer->name(),
+                static_cast<unsigned long long>(out.peer_wrong), out.peer_wrong ? "FAILED" : "OK",
+                t.cells[1] ? t.busbw[1] / t.cells[1] : 0.0);
+  }
+  for (CollectiveKind k : o.collectives) {
+    const int i = static_cast<int>(k);
+    if (t.large_bytes[i] == 0 || memcpy <= 0) continue;
+    std::printf("# %s at %zu B: busbw %.2f GB/s = %.2f x memcpy", name_of(k), t.large_bytes[i],
+                t.large[i][0], t.large[i][0] / memcpy);
+    if (peer != nullptr && t.large[i][1] > 0) {
+      std::printf("; %s %.2f GB/s = %.2f x memcpy", peer->name(), t.large[i][1],
+                  t.large[i][1] / memcpy);
+    }
+    std::printf("\n");
+  }
+  if (resident_mib >= 0) {
+    std::printf("# resident beyond buffers: %.1f MiB (largest rank)\n", resident_mib);
+  }
+  std::printf("#\n");
+}
+
+}  // namespace
+
+BenchOutcome run_bench(Job& job, const BenchOptions& o) {
+  Communicator& comm = *job.comm;
+  const int n = comm.size(), rank = comm.rank();
+  const bool lead = rank == 0;
+  BenchOutcome out;
+
+  // Settings every rank judges alike: only rank 0 reports them.
+  std::unique_ptr<Peer> weft = make_weft_peer(comm);
+  std::unique_ptr<Peer> peer;
+  absl::Status common;
+  if (o.root < 0 || o.root >= n) {
+    common = absl::InvalidArgumentError(
+        absl::StrFormat("-r %d is not a rank of this %d-rank job", o.root, n));
+  } else if (o.compare_mpi) {
+    auto made = make_mpi_peer(job.mpi);
+    if (made.ok()) peer = std::move(*made); else common = made.status();
+  }
+  if (!common.ok()) {
+    if (lead) std::fprintf(stderr, "weft %s: %s\n", o.command, std::string(common.message()).c_str());
+    out.failed = true;
+    return out;
+  }
+  // Resources each rank gets on its own; every rank learns whether all got them.
+  const std::vector<size_t> sizes = sweep_sizes(o.min_bytes, o.max_bytes, o.factor, o.increment);
+  absl::StatusOr<Buffers> buffers = Buffers::allocate(sizes.empty() ? 0 : sizes.back());
+  FILE* json = nullptr;
+  if (buffers.ok() && lead && !o.json_path.empty()) {
+    json = std::fopen(o.json_path.c_str(), "w");
+    if (json == nullptr) buffers = absl::NotFoundError("cannot write -J " + o.json_path);
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> json_closer(json, [](FILE* f) { return f ? std::fclose(f) : 0; });
+  if (!buffers.ok()) {
+    std::fprintf(stderr, "weft %s: rank %d: %s\n", o.command, rank,
+                 std::string(buffers.status().message()).c_str());
+  }
+  if (sum_over_ranks(comm, buffers.ok() ? 0 : 1) != 0) {
+    out.failed = true;
+    return out;
+  }
+
+  const double create_ms = max_over_ranks(comm, absl::ToDoubleMilliseconds(job.create_time));
+  const double memcpy = lead ? memcpy_gbps() : 0;
+  (void)comm.barrier();
+  const Report report(n, peer ? peer->name() : nullptr, json, lead && stdout_is_terminal(job.mpi));
+  if (lead) {
+    print_header(o, comm, peer.get(), create_ms, memcpy);
+    report.print_columns();
+  }
+
+  int total_rows = 0;
+  for (CollectiveKind k : o.collectives) {
+    total_rows += static_cast<int>(o.types.size() * (reduces(k) ? o.ops.size() : 1) * sizes.size());
+  }
+  Totals totals;
+  int row_index = 0;
+  for (CollectiveKind kind : o.collectives) {
+    if (lead && o.collectives.size() > 1) std::printf("# %s\n", name_of(kind));
+    const std::vector<ReduceOp> ops = reduces(kind) ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+    for (DataType type : o.types) {
+      for (ReduceOp op : ops) {
+        for (size_t size : sizes) {
+          Row row;
+          row.call = Call{kind, type, op, o.root, count_for(kind, size, type, n), false};
+          row.bytes = bytes_of(row.call, n);
+          if (lead) report.progress(++row_index, total_rows, row.call, row.bytes);
+          if (!measure_row(comm, *weft, peer.get(), *buffers, o, row)) {
+            out.failed = true;
+            if (lead) std::printf("# stopped: a call failed (see the errors above)\n");
+            return out;
+          }
+          totals.add(row, size == sizes.back());
+          out.wrong += row.weft[0].wrong + row.weft[1].wrong;
+          out.peer_wrong += row.peer[0].wrong + row.peer[1].wrong;
+          if (lead) report.print(row);
+        }
+      }
+    }
+  }
+  // Resident memory beyond the two buffers: weft's rings and relay, MPI's, the program's.
+  const double resident = static_cast<double>(resident_bytes()) - 2.0 * static_cast<double>(buffers->bytes());
+  const double resident_mib = max_over_ranks(comm, resident) / (1 << 20);
+  if (lead) print_footer(o, out, totals, peer.get(), memcpy, resident_mib);
+  return out;
+}
+
+}  // namespace weft::tools

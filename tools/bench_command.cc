@@ -1,0 +1,106 @@
+// `weft bench <collective>`: nccl-tests for weft, optionally side by side with MPI.
+#include <cstdio>
+
+#include "tools/bench.hpp"
+#include "tools/bench_flags.hpp"
+#include "tools/commands.hpp"
+#include "tools/job.hpp"
+
+namespace weft::tools {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: mpirun -np N weft bench <collective> [options]\n"
+    "\n"
+    "Times a collective over a size sweep the way nccl-tests does and checks every element\n"
+    "of its results exactly. <collective>: allreduce, allgather, reduce_scatter, broadcast,\n"
+    "a comma-separated list of them, or all. Sizes are whole vectors: for allgather and\n"
+    "reduce_scatter each rank sends (receives) size / element size / N elements.\n"
+    "\n"
+    "  -b, --minbytes BYTES     smallest size (default 32M; K, M, G suffixes)\n"
+    "  -e, --maxbytes BYTES     largest size (default 32M)\n"
+    "  -f, --stepfactor F       multiply the size by F between steps (default: off)\n"
+    "  -i, --stepbytes BYTES    add BYTES between steps when there is no factor (default 1M)\n"
+    "  -d, --datatype TYPE      int8 uint8 int32 uint32 int64 uint64 half float double\n"
+    "                           bfloat16, a comma-separated list, or all (default float)\n"
+    "  -o, --op OP              sum prod max min avg, a list, or all (default sum); read by\n"
+    "                           allreduce and reduce_scatter only (the others print \"none\")\n"
+    "  -n, --iters N            timed iterations per size and placement (default 20)\n"
+    "  -w, --warmup_iters N     untimed iterations before them (default 5)\n"
+    "  -c, --check N            extra, untimed iterations whose results are checked, each on\n"
+    "                           fresh inputs (default 1; 0: no check, #wrong prints N/A)\n"
+    "  -r, --root R             broadcast root (default 0)\n"
+    "  -J, --json FILE          also write one JSON object per line per collective, size,\n"
+    "                           type and op, with every column (and the peer's); rank 0\n"
+    "      --compare mpi        in the same run, the same sweep through MPI_Allreduce,\n"
+    "                           MPI_Allgather, MPI_Reduce_scatter_block and MPI_Bcast on\n"
+    "                           MPI_COMM_WORLD, alternating with weft at every size; adds the\n"
+    "                           peer's time, busbw and #wrong (out of place, in place) and\n"
+    "                           the ratio of weft's busbw to MPI's (out of place). MPI has no\n"
+    "                           half, bfloat16 or avg: n/a there. Needs an MPI build and mpirun\n"
+    "      --self-test-corrupt  checks the checker: flips one result element on the last\n"
+    "                           rank before each check; must exit nonzero\n"
+    "  -h, --help               this text\n"
+    "\n"
+    "Columns, as nccl-tests: size (B), count (elements per call argument), type, redop, root\n"
+    "(-1 when the collective has none), then out of place and in place: time (us, the\n"
+    "slowest rank's mean over the timed iterations, measured after a barrier), algbw (size /\n"
+    "time, GB/s), busbw (algbw x 2(N-1)/N for allreduce, (N-1)/N for allgather and\n"
+    "reduce_scatter, 1 for broadcast) and #wrong (wrong elements summed over the ranks).\n"
+    "The header gives the ranks, the weft version, the reduction kernels, the communicator\n"
+    "creation time and a single-core memcpy bandwidth; the footer the wrong elements\n"
+    "(\"Out of bounds values\"), the mean busbw over every row and placement, each\n"
+    "collective's out-of-place busbw at the largest size (the best over types and ops) as a\n"
+    "fraction of that memcpy bandwidth, and the largest rank's resident memory beyond its\n"
+    "two buffers. A progress line goes to stderr when stdout is a terminal.\n"
+    "\n"
+    "Exits 1 if any element is wrong (weft's or the peer's) or a call fails, 2 on bad usage.\n"
+    "Without mpirun, set WEFT_RANK, WEFT_SIZE and WEFT_COORDINATOR on each process.\n";
+
+const Flag kFlags[] = {
+    {"-b", "--minbytes", set_min_bytes},       {"-e", "--maxbytes", set_max_bytes},
+    {"-f", "--stepfactor", set_factor},        {"-i", "--stepbytes", set_increment},
+    {"-d", "--datatype", set_types},           {"-o", "--op", set_ops},
+    {"-n", "--iters", set_iters},              {"-w", "--warmup_iters", set_warmup},
+    {"-c", "--check", set_check},              {"-r", "--root", set_root},
+    {"-J", "--json", set_json},                {nullptr, "--compare", set_compare},
+    {nullptr, "--self-test-corrupt", nullptr, &BenchOptions::self_test_corrupt},
+};
+
+}  // namespace
+
+int bench_command(int argc, char** argv) {
+  BenchOptions o;
+  o.collectives.clear();
+  bool help = false;
+  if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), set_collectives, o, &help);
+      rc != 0 || help) {
+    if (help) std::printf("%s", kUsage);
+    return rc;
+  }
+  if (o.collectives.empty()) {
+    std::fprintf(stderr, "weft bench: name a collective (allreduce, allgather, reduce_scatter, "
+                         "broadcast or all); try --help\n");
+    return 2;
+  }
+  // The checker is what the self test checks, so it needs at least one check.
+  if (o.self_test_corrupt && o.check == 0) o.check = 1;
+#ifndef WEFT_HAVE_MPI
+  if (o.compare_mpi) {
+    std::fprintf(stderr, "weft bench: --compare mpi: built without MPI; run scripts/setup and rebuild\n");
+    return 2;
+  }
+#endif
+  auto job = join_job(&argc, &argv);
+  if (!job.ok()) {
+    std::fprintf(stderr, "weft bench: cannot join the job: %s\n", job.status().ToString().c_str());
+    leave_job();
+    return 1;
+  }
+  const BenchOutcome outcome = run_bench(*job, o);
+  job->comm.reset();
+  leave_job();
+  return outcome.ok() ? 0 : 1;
+}
+
+}  // namespace weft::tools

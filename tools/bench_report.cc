@@ -1,0 +1,137 @@
+#include "tools/bench_report.hpp"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace weft::tools {
+namespace {
+
+// The fixed columns, as nccl-tests prints them.
+constexpr int kPrefixWidth = 52;  // "%12s  %12s  %8s  %6s  %6s"
+constexpr int kWeftWidth = 33;    // "  %7s  %6s  %6s  %6s"
+constexpr int kPeerWidth = 25;    // "  %7s  %6s  %6s"
+constexpr int kRatioWidth = 8;    // "  %6s"
+
+std::string centered(const std::string& text, int width) {
+  const int pad = width - static_cast<int>(text.size());
+  if (pad <= 0) return text;
+  return std::string(pad / 2, ' ') + text + std::string(pad - pad / 2, ' ');
+}
+
+std::string wrong_text(const Cell& c) {
+  return c.checked ? absl::StrFormat("%llu", static_cast<unsigned long long>(c.wrong)) : "N/A";
+}
+
+int root_column(const Call& call) {
+  return call.kind == CollectiveKind::kBroadcast ? call.root : -1;
+}
+
+const char* redop_column(const Call& call) { return reduces(call.kind) ? name_of(call.op) : "none"; }
+
+void json_cell(std::string& out, const char* key, const Cell& c) {
+  if (!c.supported) {
+    absl::StrAppendFormat(&out, ",\"%s\":null", key);
+    return;
+  }
+  absl::StrAppendFormat(&out, ",\"%s\":{\"time_us\":%.6g,\"algbw\":%.6g,\"busbw\":%.6g,\"wrong\":%s}",
+                        key, c.us, c.algbw, c.busbw, c.checked ? wrong_text(c) : "null");
+}
+
+}  // namespace
+
+std::string fit(double value, int width) {
+  for (int decimals = 2; decimals >= 0; --decimals) {
+    std::string s = absl::StrFormat("%*.*f", width, decimals, value);
+    if (static_cast<int>(s.size()) <= width) return s;
+  }
+  return absl::StrFormat("%*.1e", width, value);
+}
+
+Report::Report(int nranks, const char* peer, FILE* json, bool progress)
+    : nranks_(nranks), peer_(peer), json_(json), progress_(progress) {}
+
+void Report::print_columns() const {
+  std::string groups = "#" + std::string(kPrefixWidth - 1, ' ') +
+                       centered("out-of-place", kWeftWidth) + centered("in-place", kWeftWidth);
+  std::string names = absl::StrFormat("# %10s  %12s  %8s  %6s  %6s", "size", "count", "type",
+                                      "redop", "root");
+  std::string units = absl::StrFormat("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+  for (int i = 0; i < 2; ++i) {
+    absl::StrAppendFormat(&names, "  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
+    absl::StrAppendFormat(&units, "  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+  }
+  if (peer_ != nullptr) {
+    const std::string p = peer_;
+    groups += centered(p + " out-of-place", kPeerWidth) + centered(p + " in-place", kPeerWidth) +
+              centered("weft/" + p, kRatioWidth);
+    for (int i = 0; i < 2; ++i) {
+      absl::StrAppendFormat(&names, "  %7s  %6s  %6s", "time", "busbw", "#wrong");
+      absl::StrAppendFormat(&units, "  %7s  %6s  %6s", "(us)", "(GB/s)", "");
+    }
+    absl::StrAppendFormat(&names, "  %6s", "busbw");
+    absl::StrAppendFormat(&units, "  %6s", "ratio");
+  }
+  for (std::string* line : {&groups, &names, &units}) {
+    while (!line->empty() && line->back() == ' ') line->pop_back();
+  }
+  std::printf("%s\n%s\n%s\n", groups.c_str(), names.c_str(), units.c_str());
+}
+
+void Report::progress(int k, int total, const Call& call, size_t bytes) const {
+  if (!progress_) return;
+  std::fprintf(stderr, "\r\033[K[%d/%d] %s %s %s %zu B", k, total, name_of(call.kind),
+               name_of(call.type), redop_column(call), bytes);
+  std::fflush(stderr);
+}
+
+void Report::print(const Row& row) const {
+  const Call& c = row.call;
+  if (progress_) std::fprintf(stderr, "\r\033[K");
+  std::string line = absl::StrFormat("%12zu  %12zu  %8s  %6s  %6d", row.bytes, c.count,
+                                     name_of(c.type), redop_column(c), root_column(c));
+  for (const Cell& w : row.weft) {
+    absl::StrAppendFormat(&line, "  %7s  %6s  %6s  %6s", fit(w.us, 7), fit(w.algbw, 6),
+                          fit(w.busbw, 6), wrong_text(w));
+  }
+  bool have_ratio = false;
+  double ratio = 0;
+  if (peer_ != nullptr) {
+    for (const Cell& p : row.peer) {
+      if (p.supported) {
+        absl::StrAppendFormat(&line, "  %7s  %6s  %6s", fit(p.us, 7), fit(p.busbw, 6), wrong_text(p));
+      } else {
+        absl::StrAppendFormat(&line, "  %7s  %6s  %6s", "n/a", "n/a", "n/a");
+      }
+    }
+    have_ratio = row.peer[0].supported && row.peer[0].busbw > 0;
+    if (have_ratio) ratio = row.weft[0].busbw / row.peer[0].busbw;
+    absl::StrAppendFormat(&line, "  %6s", have_ratio ? fit(ratio, 6) : std::string("n/a"));
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (json_ == nullptr) return;
+  std::string j = absl::StrFormat(
+      "{\"collective\":\"%s\",\"ranks\":%d,\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
+      "\"redop\":\"%s\",\"root\":%d",
+      name_of(c.kind), nranks_, row.bytes, c.count, name_of(c.type), redop_column(c),
+      root_column(c));
+  json_cell(j, "out_of_place", row.weft[0]);
+  json_cell(j, "in_place", row.weft[1]);
+  if (peer_ != nullptr) {
+    absl::StrAppendFormat(&j, ",\"peer\":\"%s\"", peer_);
+    json_cell(j, "peer_out_of_place", row.peer[0]);
+    json_cell(j, "peer_in_place", row.peer[1]);
+    if (have_ratio) {
+      absl::StrAppendFormat(&j, ",\"ratio\":%.6g", ratio);
+    } else {
+      j += ",\"ratio\":null";
+    }
+  } else {
+    j += ",\"peer\":null";
+  }
+  std::fprintf(json_, "%s}\n", j.c_str());
+  std::fflush(json_);
+}
+
+}  // namespace weft::tools

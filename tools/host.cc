@@ -1,0 +1,51 @@
+#include "tools/host.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace weft::tools {
+
+double memcpy_gbps(size_t bytes, int repeats) {
+  std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{0});
+  double best = 0;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    // Read the copy back so the compiler cannot drop it.
+    if (dst[bytes / 2] != std::byte{1}) return 0;
+    if (took.count() > 0) best = std::max(best, static_cast<double>(bytes) / took.count() / 1e9);
+  }
+  return best;
+}
+
+bool stdout_is_terminal(bool under_mpirun) {
+  if (!isatty(STDOUT_FILENO)) return false;
+  if (!under_mpirun) return true;
+  const std::string fd = "/proc/" + std::to_string(getppid()) + "/fd/1";
+  char target[256];
+  const ssize_t len = readlink(fd.c_str(), target, sizeof target - 1);
+  if (len <= 0) return false;
+  const std::string path(target, static_cast<size_t>(len));
+  return path.rfind("/dev/pts/", 0) == 0 || path.rfind("/dev/tty", 0) == 0;
+}
+
+uint64_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "VmRSS: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<uint64_t>(kib) * 1024;
+}
+
+}  // namespace weft::tools

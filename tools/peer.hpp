@@ -1,0 +1,42 @@
+// A collective library that `weft bench` drives: weft itself, or the library it is compared
+// with (`--compare mpi`; later `--compare nccl`). The bench fills, times and checks every
+// library the same way; a Peer only makes the calls.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tools/sweep.hpp"
+#include "weft/weft.hpp"
+
+namespace weft::tools {
+
+class Peer {
+ public:
+  virtual ~Peer() = default;
+  /// Short name for the table and the JSON: "weft", "mpi".
+  virtual const char* name() const = 0;
+  /// Whether the library has this call's type (and op, for reductions); the bench prints
+  /// "n/a" for calls it does not support.
+  virtual bool supports(const Call& call) const = 0;
+  /// Makes the call once. `at` is nccl-tests' layout (see place()); a library whose in-place
+  /// convention differs maps it here, and says where the result went in result().
+  virtual absl::Status run(const Call& call, const Placement& at) = 0;
+  /// Where this rank's result lies after run().
+  virtual std::byte* result(const Call& call, const Placement& at, int rank) const {
+    return at.recv;
+  }
+  /// Returns once every call made so far has completed: a no-op for host libraries, whose
+  /// calls are synchronous; a stream synchronize for a GPU library.
+  virtual absl::Status finish() { return absl::OkStatus(); }
+};
+
+/// weft itself, over `comm` (which must outlive the peer).
+std::unique_ptr<Peer> make_weft_peer(Communicator& comm);
+
+/// MPI over MPI_COMM_WORLD. Fails when this build has no MPI or the job did not start MPI.
+absl::StatusOr<std::unique_ptr<Peer>> make_mpi_peer(bool mpi_initialized);
+
+}  // namespace weft::tools

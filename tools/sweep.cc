@@ -1,0 +1,152 @@
+#include "tools/sweep.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tools/expected.hpp"
+
+namespace weft::tools {
+
+bool sized_per_rank(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReduceScatter;
+}
+
+bool reduces(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
+}
+
+size_t count_for(CollectiveKind kind, size_t bytes, DataType type, int nranks) {
+  const size_t count = bytes / size_of(type);
+  return sized_per_rank(kind) ? count / static_cast<size_t>(nranks) : count;
+}
+
+size_t bytes_of(const Call& call, int nranks) {
+  const size_t bytes = call.count * size_of(call.type);
+  return sized_per_rank(call.kind) ? bytes * static_cast<size_t>(nranks) : bytes;
+}
+
+size_t result_elements(const Call& call, int nranks) {
+  return call.kind == CollectiveKind::kAllgather ? call.count * static_cast<size_t>(nranks)
+                                                 : call.count;
+}
+
+double bus_factor(CollectiveKind kind, int nranks) {
+  const double n = nranks;
+  switch (kind) {
+    case CollectiveKind::kAllreduce: return 2.0 * (n - 1) / n;
+    case CollectiveKind::kAllgather:
+    case CollectiveKind::kReduceScatter: return (n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+bool parse_bytes(const char* text, size_t* out) {
+  std::string s(text);
+  uint64_t unit = 1;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'K': case 'k': unit = uint64_t{1} << 10; break;
+      case 'M': case 'm': unit = uint64_t{1} << 20; break;
+      case 'G': case 'g': unit = uint64_t{1} << 30; break;
+    }
+    if (unit != 1) s.pop_back();
+  }
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v) || v > UINT64_MAX / unit) return false;
+  *out = static_cast<size_t>(v * unit);
+  return true;
+}
+
+std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, size_t factor,
+                                size_t increment) {
+  std::vector<size_t> sizes;
+  for (size_t s = min_bytes; s <= max_bytes;) {
+    sizes.push_back(s);
+    const size_t next = factor > 1 ? s * factor : s + increment;
+    if (next <= s) break;  // 0 times a factor, or an overflow
+    s = next;
+  }
+  return sizes;
+}
+
+void Buffers::Free::operator()(std::byte* p) const { std::free(p); }
+
+absl::StatusOr<Buffers> Buffers::allocate(size_t bytes) {
+  constexpr size_t kPage = 4096;
+  const size_t rounded = (bytes + kPage - 1) / kPage * kPage + kPage;
+  Buffers b;
+  b.send_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));
+  b.recv_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));
+  if (!b.send_ || !b.recv_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate two buffers of ", rounded, " bytes; lower -e"));
+  }
+  // Written once here, so the pages exist before anything is timed.
+  std::memset(b.send_.get(), 0, rounded);
+  std::memset(b.recv_.get(), 0, rounded);
+  b.bytes_ = rounded;
+  return b;
+}
+
+Placement place(const Call& call, Buffers& buffers, int rank) {
+  std::byte* send = buffers.send();
+  std::byte* recv = buffers.recv();
+  if (!call.in_place) return {send, recv};
+  const size_t slot = call.count * size_of(call.type) * static_cast<size_t>(rank);
+  switch (call.kind) {
+    case CollectiveKind::kAllgather: return {recv + slot, recv};
+    case CollectiveKind::kReduceScatter: return {recv, recv + slot};
+    default: return {recv, recv};
+  }
+}
+
+void prepare(const Call& call, const Placement& at, int rank, int nranks) {
+  const size_t elem = size_of(call.type);
+  // The whole receive area, which in place also holds the inputs written next.
+  std::byte* area = call.in_place && call.kind == CollectiveKind::kReduceScatter
+                        ? at.send
+                        : at.recv;
+  const size_t area_elems = call.kind == CollectiveKind::kAllreduce ||
+                                    call.kind == CollectiveKind::kBroadcast
+                                ? call.count
+                                : call.count * static_cast<size_t>(nranks);
+  // 0xA5 in every byte is no input and no exact result of any type (e.g. int8 -91).
+  std::memset(area, 0xA5, area_elems * elem);
+  const auto first = static_cast<size_t>(rank) * call.count;
+  switch (call.kind) {
+    case CollectiveKind::kAllgather:
+      expected::fill(at.send, call.count, call.type, call.op, rank, first);
+      break;
+    case CollectiveKind::kReduceScatter:
+      expected::fill(at.send, call.count * static_cast<size_t>(nranks), call.type, call.op, rank, 0);
+      break;
+    default: expected::fill(at.send, call.count, call.type, call.op, rank, 0);
+  }
+}
+
+uint64_t count_wrong(const Call& call, const std::byte* result, int rank, int nranks) {
+  const size_t elem = size_of(call.type);
+  switch (call.kind) {
+    case CollectiveKind::kAllreduce:
+      return expected::count_wrong_reduced(result, call.count, call.type, call.op, nranks, 0);
+    case CollectiveKind::kReduceScatter:
+      return expected::count_wrong_reduced(result, call.count, call.type, call.op, nranks,
+                                           static_cast<size_t>(rank) * call.count);
+    case CollectiveKind::kAllgather: {
+      uint64_t wrong = 0;
+      for (int p = 0; p < nranks; ++p) {
+        const size_t first = static_cast<size_t>(p) * call.count;
+        wrong += expected::count_wrong_copied(result + first * elem, call.count, call.type,
+                                              call.op, p, first);
+      }
+      return wrong;
+    }
+    default:
+      return expected::count_wrong_copied(result, call.count, call.type, call.op, call.root, 0);
+  }
+}
+
+}  // namespace weft::tools
