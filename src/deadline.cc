@@ -31,10 +31,10 @@ void Backoff::set_oversubscribed(bool oversubscribed) {
 void Backoff::pause() {
   if (++rounds_ <= kSpinRounds) {
     if (!g_oversubscribed.load(std::memory_order_relaxed)) {
-      // A pause is ~30 ns here; longer spins delay a peer that shares this core.
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
+      if (rounds_ % 32 == 0) sched_yield();  // nearly free when nothing else wants the core
       return;
     }
     rounds_ = kSpinRounds + 1;

@@ -28,12 +28,12 @@ class Deadline {
   absl::Time at_;
 };
 
-/// Backs off while a condition is not met: spins for a few microseconds (a peer on another
-/// core answers within that), then yields the core (a peer that shares it runs at once),
-/// then naps that grow from 5 us (a busy peer gets the whole core instead of sharing it
-/// with a yielding waiter).
+/// Backs off while a condition is not met. With a core per rank, it spins (about 130 us,
+/// yielding every microsecond in case a stray process shares the core): a peer on another
+/// core answers within that, and a nap would add its own length to every step of a ring.
 /// When this host runs more ranks than it has cores, spinning only delays the peer that
-/// needs the core, so the spin phase is skipped. Call reset() after progress.
+/// needs the core, so it yields instead. Either way, a wait that goes on naps with growing
+/// sleeps, so an idle job stops burning the CPU. Call reset() after progress.
 class Backoff {
  public:
   void pause();
@@ -46,8 +46,8 @@ class Backoff {
   static void set_oversubscribed(bool oversubscribed);
 
  private:
-  static constexpr uint64_t kSpinRounds = 64;  // one pause each: about 2 us in all
-  static constexpr uint64_t kYieldRounds = 32;
+  static constexpr uint64_t kSpinRounds = 4096;  // one ~30 ns pause each
+  static constexpr uint64_t kYieldRounds = 64;
   uint64_t rounds_ = 0;
 };
 

@@ -144,8 +144,12 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
 }
 
 size_t Ring::write(const std::byte* data, size_t len) {
-  const uint64_t tail = header_->tail.load(std::memory_order_acquire);
-  const size_t n = std::min<uint64_t>(len, header_->capacity - (head_ - tail));
+  // The receiver's tail is read only when the space known from the last read runs short:
+  // each read pulls its cache line across cores, which small messages cannot afford.
+  if (header_->capacity - (head_ - tail_) < len) {
+    tail_ = header_->tail.load(std::memory_order_acquire);
+  }
+  const size_t n = std::min<uint64_t>(len, header_->capacity - (head_ - tail_));
   if (n == 0) return 0;
   const size_t at = head_ & mask_;
   const size_t first = std::min(n, static_cast<size_t>(header_->capacity - at));

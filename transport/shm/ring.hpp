@@ -71,7 +71,8 @@ class Ring {
   std::byte* data_ = nullptr;
   bool created_ = false;  // this process made the segment (and removes its name if unused)
   uint64_t mask_ = 0;
-  // Each side's own counter, cached: only that side writes it.
+  // The sender's head and the receiver's tail, kept here because only that side stores
+  // them; on the sender, tail_ is its last view of the receiver's tail.
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
 };
