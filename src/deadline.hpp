@@ -29,7 +29,7 @@ class Deadline {
 };
 
 /// Backs off while a condition is not met. With a core per rank, it spins (about 130 us,
-/// yielding every microsecond in case a stray process shares the core): a peer on another
+/// yielding now and then in case a stray process shares the core): a peer on another
 /// core answers within that, and a nap would add its own length to every step of a ring.
 /// When this host runs more ranks than it has cores, spinning only delays the peer that
 /// needs the core, so it yields instead. Either way, a wait that goes on naps with growing

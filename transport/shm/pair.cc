@@ -40,7 +40,7 @@ absl::StatusOr<size_t> ShmPair::recv_some(size_t max, Sink sink) {
   // Data the peer wrote before closing is still delivered; only an empty, closed ring fails.
   if (n == 0 && max > 0 &&
       (inbound_.header().state.load(std::memory_order_acquire) & RingHeader::kSenderClosed) &&
-      inbound_.readable() == 0) {
+      !inbound_.readable()) {
     return peer_gone("the peer closed the link");
   }
   stats_.bytes_received += n;
@@ -49,7 +49,7 @@ absl::StatusOr<size_t> ShmPair::recv_some(size_t max, Sink sink) {
 
 absl::Status ShmPair::check_peer() {
   if (((inbound_.header().state.load(std::memory_order_acquire) & RingHeader::kSenderClosed) &&
-       inbound_.readable() == 0) ||
+       !inbound_.readable()) ||
       (outbound_.header().state.load(std::memory_order_acquire) & RingHeader::kReceiverClosed)) {
     return peer_gone("the peer closed the link");
   }

@@ -15,6 +15,11 @@ namespace weft::transport::shm {
 namespace {
 
 constexpr size_t kHeaderBytes = 4096;
+constexpr uint64_t kCells = 1024;
+// Messages up to four cells travel inline; larger ones through the bulk ring, in stretches
+// of at most 64 KiB so the receiver can start on a large message before it is all written.
+constexpr size_t kInlineLimit = 4 * Cell::kInlineBytes;
+constexpr size_t kBulkStretch = 64 * 1024;
 
 absl::Status errno_error(const std::string& what, const std::string& name) {
   return absl::InternalError(absl::StrCat(what, " ", name, ": ", std::strerror(errno),
@@ -27,21 +32,32 @@ Ring::Ring(std::string name, void* base, size_t mapped_bytes)
     : name_(std::move(name)),
       base_(base),
       mapped_bytes_(mapped_bytes),
-      header_(static_cast<RingHeader*>(base)),
-      data_(static_cast<std::byte*>(base) + kHeaderBytes) {}
+      header_(static_cast<RingHeader*>(base)) {}
 
 Ring::Ring(Ring&& other) noexcept
     : name_(std::move(other.name_)),
       base_(other.base_),
       mapped_bytes_(other.mapped_bytes_),
-      header_(other.header_),
-      data_(other.data_),
       created_(other.created_),
-      mask_(other.mask_),
-      head_(other.head_),
-      tail_(other.tail_) {
+      header_(other.header_),
+      cells_(other.cells_),
+      bulk_(other.bulk_),
+      cell_mask_(other.cell_mask_),
+      bulk_mask_(other.bulk_mask_),
+      cells_done_(other.cells_done_),
+      bulk_done_(other.bulk_done_),
+      peer_cells_(other.peer_cells_),
+      peer_bulk_(other.peer_bulk_),
+      cell_offset_(other.cell_offset_) {
   other.base_ = nullptr;
   other.created_ = false;
+}
+
+void Ring::map_layout() {
+  cells_ = reinterpret_cast<Cell*>(static_cast<std::byte*>(base_) + kHeaderBytes);
+  bulk_ = reinterpret_cast<std::byte*>(cells_ + header_->cells);
+  cell_mask_ = header_->cells - 1;
+  bulk_mask_ = header_->bulk_capacity - 1;
 }
 
 Ring& Ring::operator=(Ring&& other) noexcept {
@@ -65,9 +81,9 @@ void Ring::release() {
 }
 
 absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
-  if (capacity == 0 || (capacity & (capacity - 1)) != 0) {
+  if (capacity < kBulkStretch || (capacity & (capacity - 1)) != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("shm ring capacity ", capacity, " is not a power of two; fix WEFT_SHM_RING_BYTES"));
+        absl::StrCat("shm ring capacity ", capacity, " is not a power of two >= 64 KiB; fix WEFT_SHM_RING_BYTES"));
   }
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {
@@ -76,7 +92,7 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   }
   if (fd < 0) return errno_error("cannot create shared memory", name);
-  const size_t bytes = kHeaderBytes + capacity;
+  const size_t bytes = kHeaderBytes + kCells * sizeof(Cell) + capacity;
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     close(fd);
     shm_unlink(name.c_str());
@@ -90,13 +106,15 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
   }
   Ring ring(name, base, bytes);
   ring.created_ = true;
-  // Touch every page now: a fault on the data path costs ~10 us.
-  std::memset(ring.data_, 0, capacity);
+  // Touch every page now: a fault on the data path costs ~10 us. Zeroed tags also mean
+  // "not written" for every cell.
+  std::memset(static_cast<std::byte*>(base) + kHeaderBytes, 0, bytes - kHeaderBytes);
   auto* h = new (base) RingHeader{};
   h->magic = RingHeader::kMagic;
   h->version = RingHeader::kVersion;
-  h->capacity = capacity;
-  ring.mask_ = capacity - 1;
+  h->cells = kCells;
+  h->bulk_capacity = capacity;
+  ring.map_layout();
   h->state.store(RingHeader::kReady, std::memory_order_release);
   return ring;
 }
@@ -119,11 +137,11 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
         RingHeader& h = ring.header();
         if (h.state.load(std::memory_order_acquire) & RingHeader::kReady) {
           if (h.magic != RingHeader::kMagic || h.version != RingHeader::kVersion ||
-              h.capacity + kHeaderBytes != bytes) {
+              kHeaderBytes + h.cells * sizeof(Cell) + h.bulk_capacity != bytes) {
             return absl::FailedPreconditionError(absl::StrCat(
                 "shared memory ", name, " is not a weft ring of this version; run `weft cleanup`"));
           }
-          ring.mask_ = h.capacity - 1;
+          ring.map_layout();
           shm_unlink(name.c_str());
           h.state.fetch_or(RingHeader::kAttached, std::memory_order_acq_rel);
           return ring;
@@ -144,37 +162,72 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
 }
 
 size_t Ring::write(const std::byte* data, size_t len) {
-  // The receiver's tail is read only when the space known from the last read runs short:
-  // each read pulls its cache line across cores, which small messages cannot afford.
-  if (header_->capacity - (head_ - tail_) < len) {
-    tail_ = header_->tail.load(std::memory_order_acquire);
+  // The receiver's progress is read only when the space known from the last read runs
+  // short: each read pulls its cache line across cores.
+  auto cell_free = [&] {
+    if (cells_done_ - peer_cells_ < header_->cells) return true;
+    peer_cells_ = header_->cells_read.load(std::memory_order_acquire);
+    return cells_done_ - peer_cells_ < header_->cells;
+  };
+  size_t written = 0;
+  if (len <= kInlineLimit) {
+    while (written < len && cell_free()) {
+      const size_t n = std::min(Cell::kInlineBytes, len - written);
+      Cell& cell = cells_[cells_done_ & cell_mask_];
+      std::memcpy(cell.payload, data + written, n);
+      cell.tag.store(tag_for(cells_done_, 0, n), std::memory_order_release);
+      ++cells_done_;
+      written += n;
+    }
+    return written;
   }
-  const size_t n = std::min<uint64_t>(len, header_->capacity - (head_ - tail_));
+  if (!cell_free()) return 0;
+  const size_t at = bulk_done_ & bulk_mask_;
+  const size_t want = std::min({len, kBulkStretch, header_->bulk_capacity - at});
+  if (header_->bulk_capacity - (bulk_done_ - peer_bulk_) < want) {
+    peer_bulk_ = header_->bulk_read.load(std::memory_order_acquire);
+  }
+  const size_t n = std::min<uint64_t>(want, header_->bulk_capacity - (bulk_done_ - peer_bulk_));
   if (n == 0) return 0;
-  const size_t at = head_ & mask_;
-  const size_t first = std::min(n, static_cast<size_t>(header_->capacity - at));
-  std::memcpy(data_ + at, data, first);
-  std::memcpy(data_, data + first, n - first);
-  head_ += n;
-  header_->head.store(head_, std::memory_order_release);
+  std::memcpy(bulk_ + at, data, n);
+  cells_[cells_done_ & cell_mask_].tag.store(tag_for(cells_done_, Cell::kBulk, n),
+                                             std::memory_order_release);
+  ++cells_done_;
+  bulk_done_ += n;
   return n;
 }
 
 size_t Ring::read(size_t max, Sink sink) {
-  const uint64_t head = header_->head.load(std::memory_order_acquire);
-  const size_t n = std::min<uint64_t>(max, head - tail_);
-  if (n == 0) return 0;
-  const size_t at = tail_ & mask_;
-  const size_t first = std::min(n, static_cast<size_t>(header_->capacity - at));
-  sink(data_ + at, first);
-  if (n > first) sink(data_, n - first);
-  tail_ += n;
-  header_->tail.store(tail_, std::memory_order_release);
-  return n;
+  size_t given = 0;
+  while (given < max) {
+    Cell& cell = cells_[cells_done_ & cell_mask_];
+    const uint64_t tag = cell.tag.load(std::memory_order_acquire);
+    if (!written(cells_done_, tag)) break;
+    const size_t bytes = tag & (Cell::kBulk - 1);
+    const size_t take = std::min(bytes - cell_offset_, max - given);
+    if (tag & Cell::kBulk) {
+      // A bulk stretch never wraps, so what is left of it is contiguous.
+      sink(bulk_ + (bulk_done_ & bulk_mask_), take);
+      bulk_done_ += take;
+    } else {
+      sink(cell.payload + cell_offset_, take);
+    }
+    given += take;
+    cell_offset_ += take;
+    if (cell_offset_ == bytes) {
+      cell_offset_ = 0;
+      ++cells_done_;
+    }
+  }
+  if (given > 0) {  // after the sink has used the bytes: the sender may now overwrite them
+    header_->bulk_read.store(bulk_done_, std::memory_order_release);
+    header_->cells_read.store(cells_done_, std::memory_order_release);
+  }
+  return given;
 }
 
-uint64_t Ring::readable() const {
-  return header_->head.load(std::memory_order_acquire) - tail_;
+bool Ring::readable() const {
+  return written(cells_done_, cells_[cells_done_ & cell_mask_].tag.load(std::memory_order_acquire));
 }
 
 }  // namespace weft::transport::shm
