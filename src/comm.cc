@@ -1,6 +1,5 @@
 #include "src/comm.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -80,9 +79,10 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   if (!topology.ok()) return topology.status();
   comm->topology_ = *std::move(topology);
   comm->schedule_ = make_schedule(comm->topology_);
-  cpu_set_t cpus;
-  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  Backoff::set_oversubscribed(comm->topology_.local_size() > cores);
+  // Cores of the host, not of this process: mpirun binds each rank to its own core, and
+  // ranks bound to distinct cores are not oversubscribed.
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  Backoff::set_oversubscribed(comm->topology_.local_size() > (cores > 0 ? cores : 1));
   comm->links_.resize(size);
 
   // The relay is allocated and touched once here, never on the data path.
