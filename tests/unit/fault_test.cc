@@ -51,6 +51,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "src/env.hpp"
 #include "src/unique_id.hpp"
 #include "transport/shm/address.hpp"
 #include "weft/weft.hpp"
@@ -107,19 +108,22 @@ float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + sta
 [[noreturn]] void child_main() {
   // Die with the parent (it might be killed by ctest's timeout), and in any case by the alarm.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  const char* parent = std::getenv("WEFT_FAULT_PARENT");
-  if (parent == nullptr || std::atol(parent) != static_cast<long>(getppid())) {
+  // The WEFT_FAULT_* variables are this test's own wiring between parent and children, not
+  // settings of weft; they are read through read_env like every other variable.
+  const auto parent = weft::read_env("WEFT_FAULT_PARENT");
+  if (!parent || std::atol(parent->c_str()) != static_cast<long>(getppid())) {
     ::_exit(kExitParentGone);  // the parent died before PR_SET_PDEATHSIG took effect
   }
   alarm(kChildLifetimeSeconds);
 
-  const char* out_path = std::getenv("WEFT_FAULT_OUT");
-  const char* rank_s = std::getenv("WEFT_RANK");
-  if (out_path == nullptr || rank_s == nullptr) {
+  const auto out_env = weft::read_env("WEFT_FAULT_OUT");
+  const auto rank_env = weft::read_env("WEFT_RANK");
+  if (!out_env || !rank_env) {
     std::fprintf(stderr, "fault child: WEFT_FAULT_OUT and WEFT_RANK must be set\n");
     ::_exit(kExitSetup);
   }
-  const int rank = std::atoi(rank_s);
+  const char* out_path = out_env->c_str();
+  const int rank = std::atoi(rank_env->c_str());
   // O_APPEND: each dprintf below is one write(2) of one whole line, which the parent polls.
   const int fd = ::open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -181,8 +185,8 @@ float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + sta
 
 // In the parent this test does nothing; the parent runs it in each child process.
 TEST(FaultChild, Workload) {
-  const char* child = std::getenv("WEFT_FAULT_CHILD");
-  if (child == nullptr || std::string(child) != "1") {
+  const auto child = weft::read_env("WEFT_FAULT_CHILD");
+  if (!child || *child != "1") {
     GTEST_SKIP() << "runs only as a rank that FaultTest starts";
   }
   child_main();
