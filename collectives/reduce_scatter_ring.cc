@@ -44,12 +44,11 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
   if (!prev.ok()) return prev.status();
 
   const Relay& relay = ctx.relay;
-  const size_t chunk = std::max<size_t>(8, relay.capacity / 4 / 8 * 8);
-  const size_t rounds = (segs.length(0) * elem + chunk - 1) / chunk;  // segment 0 is the longest
-  // Bytes of chunk `round` of a segment of `bytes` bytes.
-  auto chunk_bytes = [&](size_t bytes, size_t round) {
-    return bytes > round * chunk ? std::min(chunk, bytes - round * chunk) : size_t{0};
-  };
+  // A whole number of 8-byte words, so chunk boundaries fall between elements.
+  const Chunks chunks{std::max<size_t>(8, relay.capacity / 4 / 8 * 8)};
+  const size_t chunk = chunks.chunk;
+  const size_t rounds = chunks.rounds(segs.length(0) * elem);  // segment 0 is the longest
+  auto chunk_bytes = [&](size_t bytes, size_t round) { return chunks.bytes_in(bytes, round); };
   uint64_t relay_read = 0, relay_written = 0;
 
   // Outgoing: step 0 straight from `in`, later steps from the relay.

@@ -26,6 +26,19 @@ struct Segments {
   size_t length(int i) const { return base + (static_cast<size_t>(i) < extra ? 1 : 0); }
 };
 
+/// Segments cut into chunks of `chunk` bytes for pipelined rounds: round j carries bytes
+/// [j*chunk, (j+1)*chunk) of every segment, and a segment shorter than that carries none.
+struct Chunks {
+  size_t chunk = 1;
+
+  /// Rounds needed for a longest segment of `max_bytes`.
+  size_t rounds(size_t max_bytes) const { return (max_bytes + chunk - 1) / chunk; }
+  /// Bytes that round `round` carries of a segment of `bytes`.
+  size_t bytes_in(size_t bytes, size_t round) const {
+    return bytes > round * chunk ? std::min(chunk, bytes - round * chunk) : size_t{0};
+  }
+};
+
 /// Ring position arithmetic that never goes negative.
 inline int ring_mod(long v, int n) {
   const long m = v % n;
