@@ -1,7 +1,8 @@
-// Fault injection: SIGKILL one rank of a 4-rank job in the middle of a large allreduce and
-// check that every surviving rank's allreduce returns an error (Unavailable or
-// DeadlineExceeded) within WEFT_TIMEOUT, that the survivors then exit, and that the job
-// leaves no shared-memory ring behind.
+// Fault injection: SIGKILL or SIGSTOP one rank of a 4-rank job in the middle of a large
+// allreduce, allgather or broadcast and check that every surviving rank's call returns an
+// error (Unavailable or DeadlineExceeded) within WEFT_TIMEOUT, that the survivors then exit,
+// and that the job leaves no shared-memory ring behind. A stopped rank never closes
+// anything, so only the deadline can end the survivors' wait: that is what SIGSTOP tests.
 //
 // The ranks are real processes, not threads: a rank must be killable on its own, and the
 // transports detect a dead peer the way they would in production (shm: kill(pid, 0) and
@@ -140,9 +141,32 @@ float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + sta
   }
   std::unique_ptr<Communicator> comm = *std::move(created);
   const int size = comm->size();
+  const std::string collective = weft::read_env("WEFT_FAULT_COLLECTIVE").value_or("allreduce");
+  // One call of the chosen collective; allgather moves the same 16 MiB in all.
+  auto call = [&](std::vector<float>& in, std::vector<float>& out) -> absl::Status {
+    if (collective == "allgather") {
+      const size_t block = kFloats / static_cast<size_t>(size);
+      return comm->allgather(in.data() + static_cast<size_t>(rank) * block, out.data(), block,
+                             DataType::kFloat32);
+    }
+    if (collective == "broadcast") {
+      return comm->broadcast(in.data(), out.data(), kFloats, DataType::kFloat32);
+    }
+    return comm->allreduce(in.data(), out.data(), kFloats, DataType::kFloat32);
+  };
+  // What element i must be after the first call.
+  auto expected = [&](size_t i) -> float {
+    if (collective == "allgather") return input_value(i, static_cast<int>(i / (kFloats / size)));
+    if (collective == "broadcast") return input_value(i, 0);
+    // sum over r of (i % 1024 + r) = size * (i % 1024) + size * (size - 1) / 2
+    return static_cast<float>(static_cast<size_t>(size) * (i % 1024) +
+                              static_cast<size_t>(size * (size - 1) / 2));
+  };
 
   // Allocated and touched once, before the loop.
   std::vector<float> send(kFloats), recv(kFloats, -1.0f);
+  // Allgather sends only this rank's block of `send`, at global indices, so its result is
+  // input_value(i, owner of i); the other collectives send all of it.
   for (size_t i = 0; i < kFloats; ++i) send[i] = input_value(i, rank);
   dprintf(fd, "ready pid=%d\n", static_cast<int>(getpid()));
 
@@ -150,10 +174,11 @@ float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + sta
   int iter = 0;
   for (; iter < kMaxIterations && mono_ms() < stop_at; ++iter) {
     const int64_t t0 = mono_ns();
-    absl::Status s = comm->allreduce(send.data(), recv.data(), kFloats, DataType::kFloat32);
+    absl::Status s = call(send, recv);
     const int64_t t1 = mono_ns();
     if (!s.ok()) {
-      std::fprintf(stderr, "fault child %d: allreduce #%d failed after %.3f s: %s\n", rank, iter,
+      std::fprintf(stderr, "fault child %d: %s #%d failed after %.3f s: %s\n", rank,
+                   collective.c_str(), iter,
                    (t1 - t0) / 1e9, s.ToString().c_str());
       dprintf(fd, "error iter=%d code=%d call_ms=%" PRId64 " at_ns=%" PRId64 "\n", iter,
               static_cast<int>(s.code()), (t1 - t0) / 1'000'000, t1);
@@ -164,13 +189,10 @@ float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + sta
       child_exit(fd, kExitCollectiveFailed);
     }
     if (iter == 0) {
-      // sum over r of (i % 1024 + r) = size * (i % 1024) + size * (size - 1) / 2
       for (size_t i = 0; i < kFloats; ++i) {
-        const float want = static_cast<float>(static_cast<size_t>(size) * (i % 1024) +
-                                              static_cast<size_t>(size * (size - 1) / 2));
-        if (recv[i] != want) {
-          std::fprintf(stderr, "fault child %d: allreduce result[%zu] = %g, want %g\n", rank, i,
-                       recv[i], want);
+        if (recv[i] != expected(i)) {
+          std::fprintf(stderr, "fault child %d: %s result[%zu] = %g, want %g\n", rank,
+                       collective.c_str(), i, recv[i], expected(i));
           dprintf(fd, "wrong-result index=%zu\n", i);
           child_exit(fd, kExitWrongResult);
         }
@@ -398,9 +420,12 @@ absl::StatusOr<pid_t> spawn_child(const std::string& exe, const std::string& log
 struct FaultCase {
   const char* transport;
   int victim;
+  int signal = SIGKILL;  // SIGKILL: the rank dies; SIGSTOP: it hangs, holding its links open
+  const char* collective = "allreduce";
 };
 std::string case_name(const FaultCase& c) {
-  return absl::StrCat(c.transport, "_kill_rank", c.victim);
+  return absl::StrCat(c.transport, c.signal == SIGSTOP ? "_stop_rank" : "_kill_rank", c.victim,
+                      "_", c.collective);
 }
 // ctest's test names carry this (gtest_discover_tests appends GetParam()'s printout); without
 // it they would show the struct's raw bytes, pointer and padding included.
@@ -408,7 +433,7 @@ void PrintTo(const FaultCase& c, std::ostream* os) { *os << case_name(c); }
 
 class FaultTest : public ::testing::TestWithParam<FaultCase> {};
 
-TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
+TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
   const FaultCase fc = GetParam();
   ASSERT_LT(fc.victim, kRanks);
 
@@ -455,6 +480,7 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
                             absl::StrCat("WEFT_RANK=", r), absl::StrCat("WEFT_SIZE=", kRanks),
                             absl::StrCat("WEFT_COORDINATOR=", coordinator),
                             absl::StrCat("WEFT_TRANSPORT=", fc.transport),
+                            absl::StrCat("WEFT_FAULT_COLLECTIVE=", fc.collective),
                             absl::StrCat("WEFT_TIMEOUT=", kTimeoutSeconds),
                             "WEFT_SOCKET_IFNAME=lo"});
     ASSERT_TRUE(pid.ok()) << pid.status();
@@ -487,25 +513,28 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
   for (Child& c : job.children) iters_at_kill[c.rank] = parse_progress(read_file(c.out_path)).iterations;
   const int64_t kill_ms = mono_ms();
   const int64_t kill_ns = mono_ns();
-  ASSERT_EQ(::kill(victim.pid, SIGKILL), 0) << std::strerror(errno);
-  while (!job.poll(victim) && mono_ms() < kill_ms + kReapVictimMs) sleep_ms(1);
-  ASSERT_TRUE(victim.reaped) << "rank " << victim.rank << " did not die within " << kReapVictimMs
-                             << " ms of SIGKILL";
-  ASSERT_TRUE(WIFSIGNALED(victim.status) && WTERMSIG(victim.status) == SIGKILL)
-      << "rank " << victim.rank << ": " << describe_wait_status(victim.status);
+  ASSERT_EQ(::kill(victim.pid, fc.signal), 0) << std::strerror(errno);
+  if (fc.signal == SIGKILL) {
+    while (!job.poll(victim) && mono_ms() < kill_ms + kReapVictimMs) sleep_ms(1);
+    ASSERT_TRUE(victim.reaped) << "rank " << victim.rank << " did not die within "
+                               << kReapVictimMs << " ms of SIGKILL";
+    ASSERT_TRUE(WIFSIGNALED(victim.status) && WTERMSIG(victim.status) == SIGKILL)
+        << "rank " << victim.rank << ": " << describe_wait_status(victim.status);
+  }
 
   // 3. Every survivor must fail and exit; poll them all so each is reaped (and so, for shm,
   //    visibly dead to the others) as soon as it exits.
   const int64_t survivor_deadline = kill_ms + kSurvivorWaitMs;
   while (mono_ms() < survivor_deadline) {
     bool all = true;
-    for (Child& c : job.children) all &= job.poll(c);
+    for (Child& c : job.children) all &= (&c == &victim && !victim.reaped) || job.poll(c);
     if (all) break;
     sleep_ms(1);
   }
 
   // 4. Verdicts, one per survivor, plus a line of timings for the log.
-  std::printf("[ fault    ] transport=%s killed rank %d (pid %d) at iteration %d\n", fc.transport,
+  std::printf("[ fault    ] transport=%s %s: %s rank %d (pid %d) at iteration %d\n",
+              fc.transport, fc.collective, fc.signal == SIGSTOP ? "stopped" : "killed",
               victim.rank, static_cast<int>(victim.pid), iters_at_kill[victim.rank] + 1);
   const int64_t limit_ms = kTimeoutSeconds * 1000 + kSlackMs;
   for (Child& c : job.children) {
@@ -520,9 +549,9 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
     const Progress p = parse_progress(read_file(c.out_path));
     EXPECT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == kExitCollectiveFailed)
         << "rank " << c.rank << ": " << describe_wait_status(c.status) << ", want exit code "
-        << kExitCollectiveFailed << " (an allreduce returned an error)";
+        << kExitCollectiveFailed << " (a " << fc.collective << " returned an error)";
     if (!p.error.has_value()) {
-      ADD_FAILURE() << "rank " << c.rank << " reported no failed allreduce";
+      ADD_FAILURE() << "rank " << c.rank << " reported no failed " << fc.collective;
       continue;
     }
     const std::map<std::string, std::string>& e = *p.error;
@@ -541,16 +570,17 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
     // The failing call began before the kill (or right after), so its duration bounds how
     // long this rank took to notice; both must fit in WEFT_TIMEOUT plus slack.
     const int64_t detect_ms = (at_ns - kill_ns) / 1'000'000;
-    EXPECT_LE(call_ms, limit_ms) << "rank " << c.rank << "'s failing allreduce took " << call_ms
+    EXPECT_LE(call_ms, limit_ms) << "rank " << c.rank << "'s failing " << fc.collective << " took " << call_ms
                                  << " ms (WEFT_TIMEOUT=" << kTimeoutSeconds << " s)";
     EXPECT_LE(detect_ms, limit_ms) << "rank " << c.rank << " failed " << detect_ms
                                    << " ms after the kill";
     EXPECT_GE(failed_iter, kItersBeforeKill) << "rank " << c.rank << " failed before the kill";
     EXPECT_TRUE(p.destroyed) << "rank " << c.rank << " did not finish destroying its communicator";
     std::printf("[ fault    ]   survivor rank %d: %s after %" PRId64
-                " ms in allreduce #%d; failed %" PRId64 " ms after the kill, exited %" PRId64
+                " ms in %s #%d; failed %" PRId64 " ms after the kill, exited %" PRId64
                 " ms after the kill (%s)\n",
-                c.rank, absl::StatusCodeToString(status_code).c_str(), call_ms, failed_iter + 1,
+                c.rank, absl::StatusCodeToString(status_code).c_str(), call_ms, fc.collective,
+                failed_iter + 1,
                 detect_ms, c.reaped_ms - kill_ms, describe_wait_status(c.status).c_str());
   }
   std::fflush(stdout);
@@ -576,7 +606,21 @@ TEST_P(FaultTest, SigkillMidAllreduceFailsEverySurvivorInTime) {
 INSTANTIATE_TEST_SUITE_P(
     KillOneOfFour, FaultTest,
     ::testing::Values(FaultCase{"shm", 2}, FaultCase{"shm", 0}, FaultCase{"tcp", 2},
-                      FaultCase{"tcp", 0}),
+                      FaultCase{"tcp", 0}, FaultCase{"shm", 1, SIGKILL, "allgather"},
+                      FaultCase{"tcp", 1, SIGKILL, "allgather"},
+                      FaultCase{"shm", 3, SIGKILL, "broadcast"},
+                      FaultCase{"tcp", 3, SIGKILL, "broadcast"}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) { return case_name(info.param); });
+
+// A stopped rank keeps its sockets and rings open: only the survivors' deadlines end it.
+INSTANTIATE_TEST_SUITE_P(
+    StopOneOfFour, FaultTest,
+    ::testing::Values(FaultCase{"shm", 2, SIGSTOP, "allreduce"},
+                      FaultCase{"tcp", 2, SIGSTOP, "allreduce"},
+                      FaultCase{"shm", 1, SIGSTOP, "allgather"},
+                      FaultCase{"tcp", 1, SIGSTOP, "allgather"},
+                      FaultCase{"shm", 3, SIGSTOP, "broadcast"},
+                      FaultCase{"tcp", 3, SIGSTOP, "broadcast"}),
     [](const ::testing::TestParamInfo<FaultCase>& info) { return case_name(info.param); });
 
 }  // namespace
