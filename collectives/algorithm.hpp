@@ -17,6 +17,7 @@ struct Algorithm {
   CollectiveKind kind;
   const char* description;
   RunFn run;
+  bool needs_power_of_two_ranks = false;  ///< refused by name on other rank counts
 };
 
 /// Every algorithm, grouped by collective; the first of each collective is its default.
@@ -26,14 +27,16 @@ const std::vector<Algorithm>& all_algorithms();
 const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name);
 
 /// `name` when given (an unknown name is an error listing the known ones); otherwise the
-/// best algorithm for a message of `bytes`.
+/// best algorithm for a message of `bytes` (the whole output for allgather) on `nranks`.
 absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::string_view name,
-                                                  size_t bytes, size_t small_message_bytes);
+                                                  size_t bytes, int nranks,
+                                                  size_t small_message_bytes);
 
 // The algorithms, one file each.
 absl::Status allreduce_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status barrier_dissemination(const AlgoContext& ctx, const CollectiveArgs& args);

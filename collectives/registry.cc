@@ -14,6 +14,9 @@ const std::vector<Algorithm>& all_algorithms() {
       {"recursive_doubling", CollectiveKind::kAllreduce,
        "log2(N) whole-vector exchanges; latency-optimal for small messages", allreduce_recursive_doubling},
       {"ring", CollectiveKind::kAllgather, "each block streams once around the ring", allgather_ring},
+      {"recursive_doubling", CollectiveKind::kAllgather,
+       "log2(N) exchanges of doubling block groups; small messages, power-of-two N",
+       allgather_recursive_doubling, /*needs_power_of_two_ranks=*/true},
       {"ring", CollectiveKind::kReduceScatter,
        "N-1 streamed steps of receive, reduce, forward around the ring", reduce_scatter_ring},
       {"chain", CollectiveKind::kBroadcast,
@@ -32,9 +35,18 @@ const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name) {
 }
 
 absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::string_view name,
-                                                  size_t bytes, size_t small_message_bytes) {
+                                                  size_t bytes, int nranks,
+                                                  size_t small_message_bytes) {
+  const bool power_of_two = nranks > 1 && (nranks & (nranks - 1)) == 0;
   if (!name.empty()) {
-    if (const Algorithm* a = find_algorithm(kind, name)) return a;
+    if (const Algorithm* a = find_algorithm(kind, name)) {
+      if (a->needs_power_of_two_ranks && !power_of_two && nranks > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(name_of(kind), " algorithm '", a->name,
+                                                       "' needs a power-of-two rank count, not ",
+                                                       nranks));
+      }
+      return a;
+    }
     std::vector<std::string> known;
     for (const Algorithm& a : all_algorithms()) {
       if (a.kind == kind) known.emplace_back(a.name);
@@ -46,6 +58,8 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   // Looked up once: this runs on every call, and small calls take about a microsecond.
   static const Algorithm* const small_allreduce =
       find_algorithm(CollectiveKind::kAllreduce, "recursive_doubling");
+  static const Algorithm* const small_allgather =
+      find_algorithm(CollectiveKind::kAllgather, "recursive_doubling");
   static const std::vector<const Algorithm*> defaults = [] {
     std::vector<const Algorithm*> first(kNumCollectiveKinds, nullptr);
     for (const Algorithm& a : all_algorithms()) {
@@ -54,6 +68,9 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
     return first;
   }();
   if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) return small_allreduce;
+  if (kind == CollectiveKind::kAllgather && power_of_two && bytes <= small_message_bytes) {
+    return small_allgather;
+  }
   if (const Algorithm* a = defaults[static_cast<int>(kind)]) return a;
   return absl::InternalError(absl::StrCat("no algorithm registered for ", name_of(kind)));
 }

@@ -159,8 +159,9 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   const std::string& name = options.algorithm.empty()
                                 ? forced_algorithm_[static_cast<int>(args.kind)]
                                 : options.algorithm;
-  auto algorithm = choose_algorithm(args.kind, name, args.count * args.elem_bytes(),
-                                    config_.small_message_bytes);
+  const size_t bytes = args.count * args.elem_bytes() *
+                       (args.kind == CollectiveKind::kAllgather ? static_cast<size_t>(size_) : 1);
+  auto algorithm = choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes);
   if (!algorithm.ok()) return algorithm.status();
   if (args.count == 0 && args.kind != CollectiveKind::kBarrier) return absl::OkStatus();
   args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout

@@ -166,6 +166,36 @@ TEST(Collectives, EveryAllreduceAlgorithm) {
   }
 }
 
+// Every allgather algorithm forced by name gives exact results; one that needs a
+// power-of-two rank count is refused (without failing the communicator) elsewhere.
+TEST(Collectives, EveryAllgatherAlgorithm) {
+  const int rank = g_world->rank(), n = g_world->size();
+  const bool power_of_two = (n & (n - 1)) == 0;
+  for (const char* algorithm : {"ring", "recursive_doubling"}) {
+    for (size_t count : {size_t{1}, size_t{3}, size_t{100003}}) {
+      std::byte* recv = recv_buffer().data();
+      std::memset(recv, 0xa5, count * n * 4);
+      expected::fill(recv + rank * count * 4, count, DataType::kInt32, ReduceOp::kSum, rank,
+                     rank * count);
+      AllgatherOptions o;
+      o.algorithm = algorithm;
+      absl::Status s = g_world->allgather(recv + rank * count * 4, recv, count, DataType::kInt32, o);
+      if (std::string(algorithm) == "recursive_doubling" && !power_of_two) {
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+        continue;
+      }
+      ASSERT_TRUE(s.ok()) << algorithm << ": " << s;
+      size_t wrong = 0;
+      for (int r = 0; r < n; ++r) {
+        wrong += expected::count_wrong_copied(recv + r * count * 4, count, DataType::kInt32,
+                                              ReduceOp::kSum, r, r * count);
+      }
+      EXPECT_EQ(wrong, 0u) << algorithm << " count=" << count;
+    }
+  }
+  ASSERT_TRUE(g_world->barrier().ok()) << "a refused algorithm must not fail the communicator";
+}
+
 // When WEFT_TRANSPORT forces a transport, every link must really use it.
 TEST(Collectives, ForcedTransportIsUsed) {
   const std::string forced = env_value(env::kTransport);

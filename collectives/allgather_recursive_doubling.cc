@@ -1,0 +1,56 @@
+// Recursive-doubling allgather, for small messages on a power-of-two number of ranks:
+// log2(N) exchanges instead of the ring's N-1 steps, which matters most when ranks share
+// cores and every step costs a context switch.
+//
+// At the exchange with distance d (1, 2, 4, ...), ring position p trades with position
+// p XOR d: it sends the d blocks it holds (those of the aligned group of d positions that
+// contains p) and receives the partner's d blocks, so the blocks it holds double each time.
+// Blocks sit in the output by rank, and ring positions need not follow rank order, so a
+// group is sent and received block by block, in position order on both sides.
+#include <cstring>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/stream.hpp"
+
+namespace weft {
+
+absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args) {
+  const int n = ctx.size;  // a power of two: choose_algorithm refuses other counts
+  const size_t block = args.count * args.elem_bytes();
+  std::byte* own = args.recv + static_cast<size_t>(ctx.rank) * block;
+  if (args.send != own) std::memcpy(own, args.send, block);
+  const Schedule& ring = *ctx.schedule;
+  const int p = ring.position_of(ctx.rank);
+  auto block_of = [&](int position) {
+    return args.recv + static_cast<size_t>(ring.rank_at(position)) * block;
+  };
+  Waiter waiter("allgather (recursive doubling)", args.deadline);
+  for (int d = 1; d < n; d *= 2) {
+    auto pair = ctx.links->link(ring.rank_at(p ^ d), args.deadline);
+    if (!pair.ok()) return pair.status();
+    const int mine = p & ~(d - 1), theirs = (p ^ d) & ~(d - 1);
+    int out = 0, in = 0;  // blocks of the group fully sent / received
+    size_t sent = 0;
+    Landing landing = Landing::copy(block_of(theirs), block);
+    while (out < d || in < d) {
+      bool moved = false;
+      if (out < d) {
+        auto k = (*pair)->send_some(block_of(mine + out) + sent, block - sent);
+        if (!k.ok()) return k.status();
+        sent += *k;
+        moved |= *k > 0;
+        if (sent == block) out++, sent = 0;
+      }
+      if (in < d) {
+        auto got = receive_into(**pair, landing);
+        if (!got.ok()) return got.status();
+        moved |= *got > 0;
+        if (landing.done() && ++in < d) landing = Landing::copy(block_of(theirs + in), block);
+      }
+      if (absl::Status s = waiter.after_pass(moved, *pair); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft
