@@ -11,7 +11,7 @@ const std::vector<const EnvVar*>& all_env_vars() {
   static const std::vector<const EnvVar*> vars = {
       &env::kRank,      &env::kSize,         &env::kLocalRank,         &env::kCoordinator,
       &env::kSocketIfname, &env::kTransport, &env::kTimeout,           &env::kAlgorithm,
-      &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kRelayBytes, &env::kDebug};
+      &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kRelayBytes};
   return vars;
 }
 

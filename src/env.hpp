@@ -46,7 +46,6 @@ inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "1048576",
 inline constexpr EnvVar kRelayBytes{
     "WEFT_RELAY_BYTES", "4194304",
     "bytes of the per-communicator buffer that carries partial reductions between links"};
-inline constexpr EnvVar kDebug{"WEFT_DEBUG", "warn", "log level: error, warn, info, debug"};
 }  // namespace env
 
 /// Every variable above, in the order `weft info` prints them.

@@ -20,7 +20,7 @@ struct Source {
 };
 
 // In precedence order. Slurm's local size needs parsing, so it is handled separately.
-constexpr Source kWeft{"weft", "WEFT_RANK", "WEFT_SIZE", nullptr, nullptr};
+constexpr Source kWeft{"weft", env::kRank.name, env::kSize.name, nullptr, nullptr};
 constexpr Source kOpenMpi{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                           "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"};
 constexpr Source kSlurm{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr};
