@@ -11,6 +11,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/stream.hpp"
+#include "src/copy.hpp"
 
 namespace weft {
 
@@ -18,7 +19,7 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
   const int n = ctx.size;  // a power of two: choose_algorithm refuses other counts
   const size_t block = args.count * args.elem_bytes();
   std::byte* own = args.recv + static_cast<size_t>(ctx.rank) * block;
-  if (args.send != own) std::memcpy(own, args.send, block);
+  if (args.send != own) copy_bytes(own, args.send, block);
   const Schedule& ring = *ctx.schedule;
   const int p = ring.position_of(ctx.rank);
   auto block_of = [&](int position) {

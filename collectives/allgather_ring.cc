@@ -9,16 +9,31 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/ring.hpp"
 #include "collectives/stream.hpp"
+#include "src/copy.hpp"
 
 namespace weft {
 
 absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segments& segs,
-                            size_t elem, Deadline deadline, const char* what) {
+                            size_t elem, Deadline deadline, const char* what,
+                            const std::byte* own) {
   const int n = ctx.size;
-  if (n == 1) return absl::OkStatus();
+  // This rank's data is sent straight from where the caller has it and copied into place
+  // while the links wait: the copy is off the ring's critical path, and the peer reads memory
+  // nobody has just written (with single copy, it reads it from our process).
+  IdleCopy place_own;
+  if (own != nullptr) {
+    place_own = IdleCopy(buf + segs.offset(ctx.rank) * elem, own, segs.length(ctx.rank) * elem);
+  }
+  if (n == 1) {
+    place_own.finish();
+    return absl::OkStatus();
+  }
   const Schedule& ring = *ctx.schedule;
   const int p = ring.position_of(ctx.rank);
   auto seg_ptr = [&](int rank) { return buf + segs.offset(rank) * elem; };
+  auto send_ptr = [&](int rank) -> const std::byte* {
+    return rank == ctx.rank && own != nullptr ? own : seg_ptr(rank);
+  };
   auto seg_bytes = [&](int rank) { return segs.length(rank) * elem; };
   // Step k sends segment rank_at(p - k) and receives segment rank_at(p - 1 - k).
   auto sent_seg = [&](int k) { return ring.rank_at(p - k); };
@@ -40,7 +55,7 @@ absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segmen
       const size_t total = seg_bytes(sent_seg(sk));
       const size_t ready = (sk == 0 || rk > sk - 1) ? total : landing.landed();
       if (sent < ready) {
-        auto n_sent = (*next)->send_some(seg_ptr(sent_seg(sk)) + sent, ready - sent);
+        auto n_sent = (*next)->offer_some(send_ptr(sent_seg(sk)) + sent, ready - sent);
         if (!n_sent.ok()) return n_sent.status();
         sent += *n_sent;
         moved |= *n_sent > 0;
@@ -58,18 +73,16 @@ absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segmen
         landing = Landing::copy(seg_ptr(recv_seg(rk)), seg_bytes(recv_seg(rk)));
       }
     }
+    if (!moved) moved = place_own.step();
     if (absl::Status s = waiter.after_pass(moved, *next, *prev); !s.ok()) return s;
   }
+  place_own.finish();
   return absl::OkStatus();
 }
 
 absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args) {
-  const size_t elem = args.elem_bytes();
-  const size_t block = args.count * elem;
-  std::byte* own = args.recv + static_cast<size_t>(ctx.rank) * block;
-  if (args.send != own) std::memcpy(own, args.send, block);
-  return ring_allgather(ctx, args.recv, Segments::uniform(args.count), elem, args.deadline,
-                        "allgather (ring)");
+  return ring_allgather(ctx, args.recv, Segments::uniform(args.count), args.elem_bytes(),
+                        args.deadline, "allgather (ring)", args.send);
 }
 
 }  // namespace weft

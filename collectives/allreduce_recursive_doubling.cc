@@ -13,6 +13,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/stream.hpp"
+#include "src/copy.hpp"
 
 namespace weft {
 namespace {
@@ -62,7 +63,7 @@ absl::Status receive_all(transport::Pair& pair, Landing landing, Waiter& waiter)
 
 absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem_bytes();
-  if (args.send != args.recv) std::memcpy(args.recv, args.send, bytes);
+  if (args.send != args.recv) copy_bytes(args.recv, args.send, bytes);
   const int n = ctx.size;
   if (n == 1) return absl::OkStatus();
   const ReduceFn fn = reduce_fn(args.type, args.op);

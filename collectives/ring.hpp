@@ -16,9 +16,10 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
                                  const Segments& segs, DataType type, ReduceOp op,
                                  Deadline deadline, const char* what);
 
-/// Ring allgather in place: `buf`'s segment `ctx.rank` holds this rank's data; on return
-/// every segment holds its owner's data.
+/// Ring allgather: this rank's data is at `own`, or already in `buf`'s segment `ctx.rank`
+/// when `own` is null; on return every segment of `buf` holds its owner's data.
 absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segments& segs,
-                            size_t elem_bytes, Deadline deadline, const char* what);
+                            size_t elem_bytes, Deadline deadline, const char* what,
+                            const std::byte* own = nullptr);
 
 }  // namespace weft

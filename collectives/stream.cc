@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "src/copy.hpp"
 
 namespace weft {
 
@@ -11,6 +12,7 @@ Landing Landing::copy(std::byte* dst, size_t bytes) {
   Landing l;
   l.dst_ = dst;
   l.bytes_ = bytes;
+  l.streaming_ = bytes >= kStreamCopiesFrom;
   return l;
 }
 
@@ -27,7 +29,11 @@ Landing Landing::reduce(std::byte* dst, const std::byte* local, size_t bytes, Re
 
 void Landing::apply(const std::byte* in, size_t len) {
   if (fn_ == nullptr) {
-    std::memcpy(dst_ + landed_, in, len);
+    if (streaming_) {
+      stream_bytes(dst_ + landed_, in, len);
+    } else {
+      copy_bytes(dst_ + landed_, in, len);
+    }
   } else {
     fn_(dst_ + landed_, local_ + landed_, in, len / elem_);
   }
@@ -55,9 +61,37 @@ void Landing::accept(const std::byte* data, size_t len) {
   carry_len_ = len - whole;
 }
 
+bool IdleCopy::step() {
+  // Small enough to keep a waiting link's latency low, large enough to copy at full speed.
+  constexpr size_t kPiece = 128 * 1024;
+  if (done_ == bytes_) return false;
+  const size_t n = std::min(kPiece, bytes_ - done_);
+  if (bytes_ >= kStreamCopiesFrom) {
+    stream_bytes(dst_ + done_, src_ + done_, n);
+  } else {
+    copy_bytes(dst_ + done_, src_ + done_, n);
+  }
+  done_ += n;
+  return true;
+}
+
+void IdleCopy::finish() {
+  if (done_ < bytes_ && bytes_ >= kStreamCopiesFrom) {
+    stream_bytes(dst_ + done_, src_ + done_, bytes_ - done_);
+  } else if (done_ < bytes_) {
+    copy_bytes(dst_ + done_, src_ + done_, bytes_ - done_);
+  }
+  done_ = bytes_;
+}
+
 absl::StatusOr<size_t> receive_into(transport::Pair& pair, Landing& landing, size_t max) {
   const size_t want = std::min(landing.wanted(), max);
   if (want == 0) return 0;
+  if (std::byte* dst = landing.direct_destination()) {
+    auto got = pair.recv_into(dst, want);
+    if (got.ok()) landing.landed_directly(*got);
+    return got;
+  }
   return pair.recv_some(want, [&](const std::byte* data, size_t len) { landing.accept(data, len); });
 }
 

@@ -24,6 +24,13 @@ class Landing {
 
   /// The transport Sink: takes the next `len` bytes of the region.
   void accept(const std::byte* data, size_t len);
+  /// A copy landing lets the link write straight into its destination: where the next byte
+  /// goes (null for a reduce landing), and then how many bytes the link wrote there.
+  /// Landings too large for the caches stream their copies instead (stream_bytes).
+  std::byte* direct_destination() const {
+    return fn_ == nullptr && !streaming_ ? dst_ + landed_ : nullptr;
+  }
+  void landed_directly(size_t len) { landed_ += len; }
 
   size_t bytes() const { return bytes_; }
   /// Bytes taken, including a partial element in the carry.
@@ -41,9 +48,30 @@ class Landing {
   size_t bytes_ = 0;
   ReduceFn fn_ = nullptr;
   size_t elem_ = 1;
+  bool streaming_ = false;
   size_t landed_ = 0;
   std::byte carry_[8] = {};
   size_t carry_len_ = 0;
+};
+
+/// A local copy done in pieces while the links have nothing to do (a rank waiting for its
+/// peer to read an offer has a core to spare), and finished at the end.
+class IdleCopy {
+ public:
+  IdleCopy() = default;
+  /// Nothing to do when dst == src.
+  IdleCopy(std::byte* dst, const std::byte* src, size_t bytes)
+      : dst_(dst), src_(src), bytes_(dst == src ? 0 : bytes) {}
+
+  /// Copies the next piece, if any is left; returns whether it did.
+  bool step();
+  void finish();
+
+ private:
+  std::byte* dst_ = nullptr;
+  const std::byte* src_ = nullptr;
+  size_t bytes_ = 0;
+  size_t done_ = 0;
 };
 
 /// Receives up to `landing.wanted()` bytes (at most `max`) from `pair` into `landing`.

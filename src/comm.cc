@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   init.job_id = job_id;
   init.socket_ifname = comm->config_.socket_ifname;
   init.ring_bytes = comm->config_.shm_ring_bytes;
+  init.single_copy_bytes = comm->config_.shm_single_copy_bytes;
   PeerInfo self;
   self.rank = rank;
   self.pid = getpid();

@@ -11,7 +11,8 @@ const std::vector<const EnvVar*>& all_env_vars() {
   static const std::vector<const EnvVar*> vars = {
       &env::kRank,      &env::kSize,         &env::kLocalRank,         &env::kCoordinator,
       &env::kSocketIfname, &env::kTransport, &env::kTimeout,           &env::kAlgorithm,
-      &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kRelayBytes};
+      &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
+      &env::kRelayBytes};
   return vars;
 }
 
@@ -63,6 +64,9 @@ absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   auto ring = parse_bytes(env::kShmRingBytes, lookup, 4096);
   if (!ring.ok()) return ring.status();
   c.shm_ring_bytes = *ring;
+  auto single_copy = parse_bytes(env::kShmSingleCopyBytes, lookup, 0);
+  if (!single_copy.ok()) return single_copy.status();
+  c.shm_single_copy_bytes = *single_copy;
   auto relay = parse_bytes(env::kRelayBytes, lookup, 4096);
   if (!relay.ok()) return relay.status();
   c.relay_bytes = *relay;

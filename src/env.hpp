@@ -43,6 +43,10 @@ inline constexpr EnvVar kSmallMessageBytes{
     "allreduce at or below this many bytes uses the latency-optimal algorithm"};
 inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "1048576",
                                       "bytes of each one-way shared-memory ring"};
+inline constexpr EnvVar kShmSingleCopyBytes{
+    "WEFT_SHM_SINGLE_COPY_BYTES", "131072",
+    "shm sends of at least this many bytes are read by the peer straight from the sender's "
+    "buffer (process_vm_readv) instead of through the ring; 0 turns that off"};
 inline constexpr EnvVar kRelayBytes{
     "WEFT_RELAY_BYTES", "4194304",
     "bytes of the per-communicator buffer that carries partial reductions between links"};
@@ -65,6 +69,7 @@ struct Config {
   std::string algorithm;  ///< WEFT_ALGORITHM as given
   size_t small_message_bytes;
   size_t shm_ring_bytes;
+  size_t shm_single_copy_bytes;  ///< 0: never
   size_t relay_bytes;
   std::string socket_ifname;
 

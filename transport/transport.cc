@@ -1,10 +1,19 @@
 #include "transport/transport.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "src/copy.hpp"
 #include "transport/shm/context.hpp"
 #include "transport/tcp/context.hpp"
 
 namespace weft::transport {
+
+absl::StatusOr<size_t> Pair::recv_into(std::byte* dst, size_t max) {
+  size_t got = 0;
+  return recv_some(max, [&](const std::byte* data, size_t len) {
+    copy_bytes(dst + got, data, len);
+    got += len;
+  });
+}
 
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(std::string_view name,
                                                           const TransportInit& init) {

@@ -23,6 +23,7 @@ namespace weft::transport {
 /// Counters a link keeps about itself; the health monitor reads them.
 struct PairStats {
   uint64_t bytes_sent = 0;
+  uint64_t bytes_sent_single_copy = 0;  ///< of bytes_sent: read by the peer from our memory
   uint64_t bytes_received = 0;
   uint64_t errors = 0;
 };
@@ -41,9 +42,21 @@ class Pair {
   /// is full). The bytes are copied or on the wire when this returns.
   virtual absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) = 0;
 
+  /// As send_some, for bytes the peer only copies (it does not reduce them): a transport may
+  /// then let the peer read a large send straight from `data` (shm's single copy) and count
+  /// bytes as taken once the peer has read them. Until all are taken, the caller calls again
+  /// with the rest of the same, unchanged buffer.
+  virtual absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) {
+    return send_some(data, len);
+  }
+
   /// Hands up to `max` received bytes to `sink` without blocking (possibly in several
   /// calls) and returns how many it handed over.
   virtual absl::StatusOr<size_t> recv_some(size_t max, Sink sink) = 0;
+
+  /// Copies up to `max` received bytes to `dst` without blocking and returns the count.
+  /// Transports override it where they can skip a copy; by default it is recv_some.
+  virtual absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max);
 
   /// Ok while the peer may still make progress; an error once it is known to be gone
   /// (process exited, connection closed). Waits call it while they sleep.
@@ -59,6 +72,7 @@ struct TransportInit {
   uint64_t job_id = 0;          ///< shared by every rank of one communicator
   std::string socket_ifname;    ///< interface to listen on (tcp); empty: default
   size_t ring_bytes = 1 << 20;  ///< capacity of one direction of a shared-memory ring
+  size_t single_copy_bytes = 0;  ///< shm: sends this large are read from the sender's memory
 };
 
 class Transport {

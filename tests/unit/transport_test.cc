@@ -67,6 +67,7 @@ Ranks make_ranks(const TransportCase& c, int n, uint64_t job_id = random_seed())
   for (int i = 0; i < n; ++i) {
     TransportInit init;
     init.rank = i, init.size = n, init.job_id = job_id;
+    init.single_copy_bytes = 4096;  // small, so that offers meet every path
     auto t = c.make(init);
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return Ranks{};
@@ -125,6 +126,10 @@ struct Outgoing {
   const std::vector<std::byte>* data;
   size_t done = 0;
 };
+
+/// How a progress loop drives its links: send_some and recv_some, or offer_some (the peer may
+/// read straight from the sender's buffer) with recv_into and recv_some taking turns.
+enum class Calls { kCopy, kOffer };
 struct Incoming {
   Pair* pair;
   std::vector<std::byte>* out;  // sized to the expected message
@@ -134,7 +139,7 @@ struct Incoming {
 /// One rank's progress loop: alternates send_some and recv_some on all its links until
 /// every message is through. `rng` (optional) randomises slice sizes and receive limits.
 absl::Status progress(std::vector<Outgoing> sends, std::vector<Incoming> recvs,
-                      std::mt19937_64* rng) {
+                      std::mt19937_64* rng, Calls calls = Calls::kCopy) {
   const Deadline deadline = Deadline::after(kTransferTimeout);
   auto pick = [&](size_t left) -> size_t {
     if (rng == nullptr || left == 0) return left;
@@ -147,12 +152,22 @@ absl::Status progress(std::vector<Outgoing> sends, std::vector<Incoming> recvs,
     bool moved = false, finished = true;
     for (Outgoing& s : sends) {
       if (s.done == s.data->size()) continue;
-      auto n = s.pair->send_some(s.data->data() + s.done, pick(s.data->size() - s.done));
+      const std::byte* from = s.data->data() + s.done;
+      const size_t len = pick(s.data->size() - s.done);
+      auto n = calls == Calls::kOffer ? s.pair->offer_some(from, len) : s.pair->send_some(from, len);
       if (!n.ok()) return n.status();
       s.done += *n, moved |= *n > 0, finished = false;
     }
     for (Incoming& r : recvs) {
       if (r.done == r.out->size()) continue;
+      if (calls == Calls::kOffer && (rng == nullptr || (*rng)() % 2 == 0)) {
+        auto n = r.pair->recv_into(r.out->data() + r.done, pick(r.out->size() - r.done));
+        if (!n.ok()) return n.status();
+        r.done += *n;
+        if (r.done > r.out->size()) return absl::InternalError("recv_into took more than max");
+        moved |= *n > 0, finished = false;
+        continue;
+      }
       auto n = r.pair->recv_some(pick(r.out->size() - r.done), [&](const std::byte* d, size_t len) {
         const size_t room = r.out->size() - r.done;
         std::memcpy(r.out->data() + r.done, d, std::min(len, room));
@@ -175,14 +190,15 @@ absl::Status progress(std::vector<Outgoing> sends, std::vector<Incoming> recvs,
 
 /// Both ranks of a link send `a_bytes` / `b_bytes` to each other at the same time and check
 /// what arrives. Returns the seconds the exchange took.
-double exchange(Pair& a, Pair& b, size_t a_bytes, size_t b_bytes, uint64_t seed, bool random) {
+double exchange(Pair& a, Pair& b, size_t a_bytes, size_t b_bytes, uint64_t seed, bool random,
+                Calls calls = Calls::kCopy) {
   const auto a_msg = make_message(seed, a_bytes), b_msg = make_message(seed + 1, b_bytes);
   std::vector<std::byte> at_b(a_bytes), at_a(b_bytes);  // zero-filled: pages already faulted in
   const absl::Time start = absl::Now();
   const auto st = on_threads(2, [&](int side) {
     std::mt19937_64 rng(seed + side);
-    if (side == 0) return progress({{&a, &a_msg}}, {{&a, &at_a}}, random ? &rng : nullptr);
-    return progress({{&b, &b_msg}}, {{&b, &at_b}}, random ? &rng : nullptr);
+    if (side == 0) return progress({{&a, &a_msg}}, {{&a, &at_a}}, random ? &rng : nullptr, calls);
+    return progress({{&b, &b_msg}}, {{&b, &at_b}}, random ? &rng : nullptr, calls);
   });
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   EXPECT_TRUE(st[0].ok()) << st[0];
@@ -240,6 +256,35 @@ TEST_P(TransportTest, RandomSlicesAndReceiveLimits) {
   for (int i = 0; i < 12; ++i) {
     const size_t a_bytes = rng() % (3 << 20), b_bytes = rng() % 5000;
     exchange(*a, *b, a_bytes, i % 2 ? b_bytes : a_bytes, seed + 2 * i, /*random=*/true);
+  }
+}
+
+// offer_some lets shm's receiver copy straight from the sender's buffer; whichever receive
+// call takes the bytes (recv_into at any alignment, or recv_some), they arrive intact.
+TEST_P(TransportTest, OffersArriveWhicheverWayTheyAreReceived) {
+  const uint64_t seed = random_seed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  Ranks r = make_ranks(GetParam(), 2);
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  // A receiver first checks that it may read its sender's memory; before that, offers are
+  // plain copies.
+  exchange(*a, *b, 1, 1, seed, /*random=*/false);
+  exchange(*a, *b, (8 << 20) + 3, (5 << 20) + 1, seed + 1, /*random=*/false, Calls::kOffer);
+  for (int i = 0; i < 12; ++i) {
+    const size_t a_bytes = rng() % (3 << 20), b_bytes = rng() % (1 << 20);
+    exchange(*a, *b, a_bytes, b_bytes, seed + 2 * i + 2, /*random=*/true, Calls::kOffer);
+  }
+  EXPECT_EQ(drain(*a), 0u);
+  EXPECT_EQ(drain(*b), 0u);
+  EXPECT_EQ(a->stats().errors + b->stats().errors, 0u);
+  if (std::string_view(GetParam().name) == "shm") {
+    EXPECT_GT(a->stats().bytes_sent_single_copy, uint64_t{8} << 20);
+    EXPECT_GT(b->stats().bytes_sent_single_copy, uint64_t{5} << 20);
+  } else {
+    EXPECT_EQ(a->stats().bytes_sent_single_copy, 0u);
   }
 }
 
@@ -376,6 +421,39 @@ INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          ::testing::Values(TransportCase{"shm", &shm::make_transport, false},
                                            TransportCase{"tcp", &tcp::make_transport}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// ---- shm only ----
+
+const TransportCase kShm{"shm", &shm::make_transport, false};
+
+// While the peer may still be reading an offer, the sender's buffer is the peer's to read: a
+// send that resumes anywhere else is a caller's bug and fails instead of corrupting the stream.
+TEST(ShmTransport, AnOfferResumesOnlyWhereItLeftOff) {
+  Ranks r = make_ranks(kShm, 2);
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  EXPECT_EQ(drain(*b), 0u);  // b checks that it may read a's memory
+  const std::vector<std::byte> x = make_message(7, 1 << 20), y = make_message(8, 1 << 20);
+  auto posted = a->offer_some(x.data(), x.size());
+  ASSERT_TRUE(posted.ok()) << posted.status();
+  EXPECT_EQ(*posted, 0u) << "an offer counts as taken only once the peer has read it";
+  auto elsewhere = a->offer_some(y.data(), y.size());
+  EXPECT_EQ(elsewhere.status().code(), absl::StatusCode::kInternal) << elsewhere.status();
+
+  std::vector<std::byte> got(x.size());
+  size_t done = 0;
+  for (int i = 0; i < 1000 && done < got.size(); ++i) {
+    auto n = b->recv_into(got.data() + done, got.size() - done);
+    ASSERT_TRUE(n.ok()) << n.status();
+    done += *n;
+  }
+  EXPECT_EQ(first_mismatch(got, 7), -1);
+  auto taken = a->offer_some(x.data(), x.size());
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(*taken, x.size());
+  EXPECT_EQ(a->stats().bytes_sent_single_copy, x.size());
+}
 
 // ---- tcp only ----
 

@@ -54,7 +54,7 @@ class ShmTransport : public Transport {
       }
     }
     return std::make_unique<ShmPair>(peer.rank, peer.pid, *std::move(inbound),
-                                     *std::move(outbound));
+                                     *std::move(outbound), init_.single_copy_bytes);
   }
 
  private:

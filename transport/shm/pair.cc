@@ -10,8 +10,11 @@
 
 namespace weft::transport::shm {
 
-ShmPair::ShmPair(int peer, int32_t peer_pid, Ring inbound, Ring outbound)
-    : peer_(peer), peer_pid_(peer_pid), inbound_(std::move(inbound)), outbound_(std::move(outbound)) {}
+ShmPair::ShmPair(int peer, int32_t peer_pid, Ring inbound, Ring outbound,
+                 size_t single_copy_bytes)
+    : peer_(peer), peer_pid_(peer_pid), inbound_(std::move(inbound)), outbound_(std::move(outbound)) {
+  if (single_copy_bytes > 0) outbound_.offer_single_copy(single_copy_bytes);
+}
 
 ShmPair::~ShmPair() {
   // Tell the peer, so its next wait fails at once instead of at its deadline.
@@ -26,7 +29,20 @@ absl::Status ShmPair::peer_gone(const char* why) {
 }
 
 absl::StatusOr<size_t> ShmPair::send_some(const std::byte* data, size_t len) {
-  const size_t n = outbound_.write(data, len);
+  return sent(outbound_.write(data, len, /*may_offer=*/false), len);
+}
+
+absl::StatusOr<size_t> ShmPair::offer_some(const std::byte* data, size_t len) {
+  return sent(outbound_.write(data, len, /*may_offer=*/true), len);
+}
+
+absl::StatusOr<size_t> ShmPair::sent(absl::StatusOr<size_t> written, size_t len) {
+  if (!written.ok()) {
+    ++stats_.errors;
+    return absl::Status(written.status().code(), absl::StrCat("shm link to rank ", peer_, ": ",
+                                                              written.status().message()));
+  }
+  const size_t n = *written;
   if (n == 0 && len > 0 &&
       (outbound_.header().state.load(std::memory_order_acquire) & RingHeader::kReceiverClosed)) {
     return peer_gone("the peer closed the link");
@@ -36,7 +52,22 @@ absl::StatusOr<size_t> ShmPair::send_some(const std::byte* data, size_t len) {
 }
 
 absl::StatusOr<size_t> ShmPair::recv_some(size_t max, Sink sink) {
-  const size_t n = inbound_.read(max, sink);
+  inbound_.probe_single_copy(peer_pid_);
+  return received(inbound_.read(max, sink), max);
+}
+
+absl::StatusOr<size_t> ShmPair::recv_into(std::byte* dst, size_t max) {
+  inbound_.probe_single_copy(peer_pid_);
+  return received(inbound_.read_into(dst, max), max);
+}
+
+absl::StatusOr<size_t> ShmPair::received(absl::StatusOr<size_t> got, size_t max) {
+  if (!got.ok()) {
+    ++stats_.errors;
+    return absl::Status(got.status().code(), absl::StrCat("shm link to rank ", peer_, ": ",
+                                                          got.status().message()));
+  }
+  const size_t n = *got;
   // Data the peer wrote before closing is still delivered; only an empty, closed ring fails.
   if (n == 0 && max > 0 &&
       (inbound_.header().state.load(std::memory_order_acquire) & RingHeader::kSenderClosed) &&
@@ -45,6 +76,12 @@ absl::StatusOr<size_t> ShmPair::recv_some(size_t max, Sink sink) {
   }
   stats_.bytes_received += n;
   return n;
+}
+
+PairStats ShmPair::stats() const {
+  PairStats s = stats_;
+  s.bytes_sent_single_copy = outbound_.offered_bytes_taken();
+  return s;
 }
 
 absl::Status ShmPair::check_peer() {

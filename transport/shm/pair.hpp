@@ -11,18 +11,23 @@ bool process_alive(int32_t pid);
 
 class ShmPair : public Pair {
  public:
-  /// `inbound` was created by this rank, `outbound` attached from the peer.
-  ShmPair(int peer, int32_t peer_pid, Ring inbound, Ring outbound);
+  /// Sends of `single_copy_bytes` or more (0: none) are offered to the peer to read
+  /// straight from this process's memory, once the peer has found that it can.
+  ShmPair(int peer, int32_t peer_pid, Ring inbound, Ring outbound, size_t single_copy_bytes);
   ~ShmPair() override;
 
   int peer() const override { return peer_; }
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
+  absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) override;
   absl::Status check_peer() override;
-  PairStats stats() const override { return stats_; }
+  PairStats stats() const override;
 
  private:
   absl::Status peer_gone(const char* why);
+  absl::StatusOr<size_t> sent(absl::StatusOr<size_t> n, size_t len);
+  absl::StatusOr<size_t> received(absl::StatusOr<size_t> n, size_t max);
 
   int peer_;
   int32_t peer_pid_;

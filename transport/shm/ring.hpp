@@ -6,14 +6,23 @@
 // the next cell's tag, so a small message costs one cache line crossing cores (data and
 // flag travel together), and a large one a memcpy into the bulk ring and one cell. The
 // consumer's progress (cells, bulk bytes) sits on its own cache lines and the producer reads
-// it only when it runs short of space. No system call on any path.
+// it only when it runs short of space. No system call on those paths.
+//
+// Single copy: a large send may instead post an offer cell holding the address of the
+// sender's own buffer; the receiver copies straight from it with process_vm_readv (one copy
+// instead of two) and publishes how much it has read, which is when the sender's bytes
+// count as taken. The receiver first proves it may read the sender's memory (a probe read
+// of a known word) and only then lets the sender post offers.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "src/deadline.hpp"
@@ -24,29 +33,35 @@ namespace weft::transport::shm {
 /// The segment's first page. Lives in shared memory: only trivially copyable members.
 struct RingHeader {
   static constexpr uint32_t kMagic = 0x77656674;  // "weft"
-  static constexpr uint32_t kVersion = 2;
+  static constexpr uint32_t kVersion = 3;
   // State bits, set once each.
   static constexpr uint32_t kReady = 1;           // the creator has initialised the ring
   static constexpr uint32_t kAttached = 2;        // the other process has mapped it
   static constexpr uint32_t kSenderClosed = 4;    // sender will write no more
   static constexpr uint32_t kReceiverClosed = 8;  // receiver will read no more
+  static constexpr uint32_t kSingleCopy = 16;     // receiver can read the sender's memory
 
   uint32_t magic;
   uint32_t version;
   uint64_t cells;          // number of cells, a power of two
   uint64_t bulk_capacity;  // bytes of the bulk ring, a power of two
   alignas(64) std::atomic<uint32_t> state;
+  std::atomic<uint64_t> sender_probe;  // where the sender's process sees `magic`; 0: not yet
   alignas(64) std::atomic<uint64_t> cells_read;  // cells ever consumed; receiver stores
   alignas(64) std::atomic<uint64_t> bulk_read;   // bulk bytes ever consumed; receiver stores
+  alignas(64) std::atomic<uint64_t> offer_read;  // offered bytes ever copied; receiver stores
 };
 static_assert(sizeof(RingHeader) <= 4096);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 /// One cell: the tag is written last (release) and read first (acquire). Tag bits: the
-/// cell's sequence number (index + 1, low 32 bits) << 32 | kind << 31 | byte count.
+/// cell's sequence number (index + 1, low 32 bits) << 32 | kind (bits 30-31) | byte count.
+/// An offer cell's payload starts with the sender's buffer address.
 struct alignas(64) Cell {
   static constexpr size_t kInlineBytes = 56;
   static constexpr uint64_t kBulk = uint64_t{1} << 31;
+  static constexpr uint64_t kOffer = uint64_t{1} << 30;
+  static constexpr uint64_t kBytesMask = kOffer - 1;
   std::byte payload[kInlineBytes];
   std::atomic<uint64_t> tag;
 };
@@ -67,12 +82,25 @@ class Ring {
   Ring& operator=(Ring&& other) noexcept;
   ~Ring();
 
-  /// Copies up to `len` bytes in; returns how many fit.
-  size_t write(const std::byte* data, size_t len);
-  /// Hands up to `max` readable bytes to `sink`; returns the count.
-  size_t read(size_t max, Sink sink);
+  /// Sender: takes up to `len` bytes and returns how many it took. Copies them in, or, when
+  /// `may_offer`, from `single_copy_from` bytes on and once the receiver allows it, offers
+  /// them and reports them taken as the receiver reads them; the caller then calls again with
+  /// the rest of the same buffer, unchanged, until the offer is read.
+  absl::StatusOr<size_t> write(const std::byte* data, size_t len, bool may_offer);
+  /// Sender: lets the receiver probe this process and sets the size that makes an offer.
+  void offer_single_copy(size_t single_copy_from);
+
+  /// Receiver: hands up to `max` readable bytes to `sink`; returns the count.
+  absl::StatusOr<size_t> read(size_t max, Sink sink);
+  /// Receiver: copies up to `max` readable bytes to `dst`; returns the count.
+  absl::StatusOr<size_t> read_into(std::byte* dst, size_t max);
+  /// Receiver: once the sender (process `sender_pid`) has published its probe word, tries to
+  /// read it and, if that works, allows offers. Cheap after the first successful try.
+  void probe_single_copy(int32_t sender_pid);
   /// Whether a written cell is waiting to be read.
   bool readable() const;
+  /// Sender: bytes the receiver has read straight from this process.
+  uint64_t offered_bytes_taken() const { return offer_taken_; }
 
   RingHeader& header() { return *header_; }
   const std::string& name() const { return name_; }
@@ -81,6 +109,20 @@ class Ring {
   Ring(std::string name, void* base, size_t mapped_bytes);
   void map_layout();  // sets cells_, bulk_ and the masks from the header
   void release();     // unmaps (and removes the name if nobody attached)
+  bool cell_free();   // sender: whether the next cell may be written
+  absl::StatusOr<size_t> collect_offer(const std::byte* data, size_t len);
+  // Receiver: the loop under read() and read_into(). `local(src, n, at)` takes n bytes of the
+  // ring; `remote(address, n, at)` copies up to n bytes of an offer and returns how many.
+  template <typename Local, typename Remote>
+  absl::StatusOr<size_t> consume(size_t max, Local local, Remote remote);
+  absl::StatusOr<size_t> read_remote(std::byte* dst, uint64_t address, size_t n);
+  // Reads up to n bytes of an offer into scratch_, at the same offset modulo 64 as
+  // `address`; returns where they landed and how many.
+  absl::StatusOr<std::pair<const std::byte*, size_t>> stage_remote(uint64_t address, size_t n);
+
+  struct FreeBytes {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
   uint64_t tag_for(uint64_t index, uint64_t kind, size_t bytes) const {
     return ((index + 1) << 32) | kind | bytes;
   }
@@ -102,6 +144,17 @@ class Ring {
   uint64_t peer_cells_ = 0;  // sender: receiver's cells_read, as last read
   uint64_t peer_bulk_ = 0;   // sender: receiver's bulk_read, as last read
   size_t cell_offset_ = 0;   // receiver: bytes of the current cell already handed out
+  // Single copy. Sender: the offer threshold (0: never), bytes offered and reported taken
+  // ever, and where the caller's next call must resume. Receiver: offered bytes read ever,
+  // the sender's pid once the probe worked, and a buffer that offers destined for a Sink
+  // pass through.
+  size_t single_copy_from_ = 0;
+  uint64_t offered_ = 0;
+  uint64_t offer_taken_ = 0;
+  const std::byte* offer_resume_ = nullptr;
+  uint64_t offer_read_ = 0;
+  int32_t sender_pid_ = 0;
+  std::unique_ptr<std::byte, FreeBytes> scratch_;
 };
 
 }  // namespace weft::transport::shm
