@@ -7,19 +7,19 @@
 // contains p) and receives the partner's d blocks, so the blocks it holds double each time.
 // Blocks sit in the output by rank, and ring positions need not follow rank order, so a
 // group is sent and received block by block, in position order on both sides.
-#include <cstring>
+//
+// The first exchange sends this rank's block straight from the caller's send buffer and
+// copies it into the output while waiting for the partner; later exchanges send it from there.
 
 #include "collectives/algorithm.hpp"
 #include "collectives/stream.hpp"
-#include "src/copy.hpp"
 
 namespace weft {
 
 absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args) {
   const int n = ctx.size;  // a power of two: choose_algorithm refuses other counts
   const size_t block = args.count * args.elem_bytes();
-  std::byte* own = args.recv + static_cast<size_t>(ctx.rank) * block;
-  if (args.send != own) copy_bytes(own, args.send, block);
+  IdleCopy place_own(args.recv + static_cast<size_t>(ctx.rank) * block, args.send, block);
   const Schedule& ring = *ctx.schedule;
   const int p = ring.position_of(ctx.rank);
   auto block_of = [&](int position) {
@@ -36,7 +36,8 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
     while (out < d || in < d) {
       bool moved = false;
       if (out < d) {
-        auto k = (*pair)->send_some(block_of(mine + out) + sent, block - sent);
+        const std::byte* from = d == 1 ? args.send : block_of(mine + out);
+        auto k = (*pair)->offer_some(from + sent, block - sent);
         if (!k.ok()) return k.status();
         sent += *k;
         moved |= *k > 0;
@@ -48,9 +49,12 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
         moved |= *got > 0;
         if (landing.done() && ++in < d) landing = Landing::copy(block_of(theirs + in), block);
       }
+      if (!moved) moved = place_own.step();
       if (absl::Status s = waiter.after_pass(moved, *pair); !s.ok()) return s;
     }
+    place_own.finish();
   }
+  if (n == 1) place_own.finish();
   return absl::OkStatus();
 }
 

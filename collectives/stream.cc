@@ -12,7 +12,6 @@ Landing Landing::copy(std::byte* dst, size_t bytes) {
   Landing l;
   l.dst_ = dst;
   l.bytes_ = bytes;
-  l.streaming_ = bytes >= kStreamCopiesFrom;
   return l;
 }
 
@@ -29,11 +28,7 @@ Landing Landing::reduce(std::byte* dst, const std::byte* local, size_t bytes, Re
 
 void Landing::apply(const std::byte* in, size_t len) {
   if (fn_ == nullptr) {
-    if (streaming_) {
-      stream_bytes(dst_ + landed_, in, len);
-    } else {
-      copy_bytes(dst_ + landed_, in, len);
-    }
+    copy_bytes(dst_ + landed_, in, len);
   } else {
     fn_(dst_ + landed_, local_ + landed_, in, len / elem_);
   }

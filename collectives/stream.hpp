@@ -26,10 +26,7 @@ class Landing {
   void accept(const std::byte* data, size_t len);
   /// A copy landing lets the link write straight into its destination: where the next byte
   /// goes (null for a reduce landing), and then how many bytes the link wrote there.
-  /// Landings too large for the caches stream their copies instead (stream_bytes).
-  std::byte* direct_destination() const {
-    return fn_ == nullptr && !streaming_ ? dst_ + landed_ : nullptr;
-  }
+  std::byte* direct_destination() const { return fn_ == nullptr ? dst_ + landed_ : nullptr; }
   void landed_directly(size_t len) { landed_ += len; }
 
   size_t bytes() const { return bytes_; }
@@ -48,7 +45,6 @@ class Landing {
   size_t bytes_ = 0;
   ReduceFn fn_ = nullptr;
   size_t elem_ = 1;
-  bool streaming_ = false;
   size_t landed_ = 0;
   std::byte carry_[8] = {};
   size_t carry_len_ = 0;

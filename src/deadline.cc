@@ -12,6 +12,23 @@
 
 namespace weft {
 
+int64_t Deadline::now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+Deadline Deadline::after(absl::Duration d) {
+  const int64_t now = now_ns();
+  const int64_t ns = absl::ToInt64Nanoseconds(d);  // saturates for infinite durations
+  return Deadline(ns >= INT64_MAX - now ? INT64_MAX : now + std::max<int64_t>(ns, 0));
+}
+
+absl::Duration Deadline::remaining() const {
+  if (at_ns_ == INT64_MAX) return absl::InfiniteDuration();
+  return absl::Nanoseconds(at_ns_ - now_ns());
+}
+
 int Deadline::remaining_ms() const {
   const int64_t ms = absl::ToInt64Milliseconds(remaining());
   return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
