@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string_view>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "src/bootstrap_wire.hpp"
 #include "src/env.hpp"
+#include "src/job_secret.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/address.hpp"
 
@@ -43,23 +45,55 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_exchange(const UniqueId& id, int
                                                    blob.size(), " bytes, over the limit of ",
                                                    kMaxPeerBlobBytes));
   }
+  auto secret = job_secret(decoded->secret);
+  if (!secret.ok()) return secret.status();
   wire::Client c{deadline, decoded->address.to_string(), absl::StrCat("rank ", rank, " of ", size),
                  {}};
   if (auto st = c.connect(decoded->address); !st.ok()) return st;
-  if (auto st = c.write_all(wire::encode_hello(decoded->job_id, rank, size, blob)); !st.ok()) {
-    return st;
-  }
+  const std::string hello = wire::encode_hello(decoded->job_id, rank, size, fresh_nonce(), blob);
+  if (auto st = c.write_all(hello); !st.ok()) return st;
 
-  char header[wire::kReplyHeaderBytes];
-  if (auto st = c.read_exact(header, sizeof(header)); !st.ok()) return st;
-  const std::string_view raw(header, sizeof(header));
-  const wire::ReplyHeader reply = wire::parse_reply_header(raw);
-  if (!reply.magic_ok) {
-    return absl::UnavailableError(absl::StrCat(
-        c.who, ": ", c.where, " is not a weft rendezvous (it answered ", wire::hex_prefix(raw, 8),
-        "); check the unique id or WEFT_COORDINATOR's port"));
+  auto read_reply_header = [&]() -> absl::StatusOr<uint32_t> {
+    char header[wire::kReplyHeaderBytes];
+    if (auto st = c.read_exact(header, sizeof(header)); !st.ok()) return st;
+    const std::string_view raw(header, sizeof(header));
+    const wire::ReplyHeader reply = wire::parse_reply_header(raw);
+    if (!reply.magic_ok) {
+      return absl::UnavailableError(absl::StrCat(
+          c.who, ": ", c.where, " is not a weft rendezvous (it answered ",
+          wire::hex_prefix(raw, 8), "); check the unique id or WEFT_COORDINATOR's port"));
+    }
+    return reply.code;
+  };
+  auto first = read_reply_header();
+  if (!first.ok()) return first.status();
+  uint32_t code = *first;
+  if (code == wire::kChallengeCode) {
+    // The server proves it knows the secret before this rank says anything more.
+    std::string challenge(wire::kChallengeBytes, '\0');
+    std::memcpy(challenge.data(), wire::kMagic, 4);
+    std::memcpy(challenge.data() + 4, &code, 4);
+    if (auto st = c.read_exact(challenge.data() + wire::kReplyHeaderBytes,
+                               challenge.size() - wire::kReplyHeaderBytes);
+        !st.ok()) {
+      return st;
+    }
+    Nonce server_nonce{};
+    Proof server_claim{};
+    std::memcpy(server_nonce.data(), challenge.data() + wire::kReplyHeaderBytes, 16);
+    std::memcpy(server_claim.data(), challenge.data() + wire::kReplyHeaderBytes + 16, 32);
+    if (!same_proof(server_claim, wire::server_proof(*secret, hello, server_nonce))) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          c.who, ": the rendezvous at ", c.where, " could not prove it knows the job secret: "
+          "a stranger holds that address, or the ranks were given different WEFT_JOB_SECRET "
+          "values"));
+    }
+    const Proof answer = wire::rank_proof(*secret, hello, challenge);
+    if (auto st = c.write_all(as_text(answer)); !st.ok()) return st;
+    auto next = read_reply_header();
+    if (!next.ok()) return next.status();
+    code = *next;
   }
-  const uint32_t code = reply.code;
   if (code != 0) {
     auto len = c.read_u32();
     if (!len.ok()) return len.status();
@@ -123,7 +157,9 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::stri
       }
       bind_address.address = {};
     }
-    auto started = RendezvousServer::start(bind_address, decoded->job_id, size, deadline);
+    auto secret = job_secret(decoded->secret);
+    if (!secret.ok()) return secret.status();
+    auto started = RendezvousServer::start(bind_address, decoded->job_id, *secret, size, deadline);
     if (!started.ok()) {
       return absl::Status(started.status().code(),
                           absl::StrCat("rank 0 cannot serve WEFT_COORDINATOR=", host_port, ": ",
@@ -177,11 +213,14 @@ absl::StatusOr<UniqueId> make_unique_id() {
   auto bind_address = RendezvousAddress::from_sockaddr(sa->get(), sa->len);
   if (!bind_address.ok()) return bind_address.status();
   const uint64_t job_id = random_job_id();
+  const JobSecret in_id = fresh_secret();
+  auto secret = job_secret(in_id);  // WEFT_JOB_SECRET, when set, replaces the id's
+  if (!secret.ok()) return secret.status();
   // Size 0: like ncclGetUniqueId, the caller does not say how many ranks will come.
-  auto server = RendezvousServer::start(*bind_address, job_id, 0,
+  auto server = RendezvousServer::start(*bind_address, job_id, *secret, 0,
                                         Deadline::after(config->timeout));
   if (!server.ok()) return server.status();
-  const UniqueId id = encode_unique_id((*server)->address(), job_id);
+  const UniqueId id = encode_unique_id((*server)->address(), job_id, in_id);
   Registry& reg = registry();
   absl::MutexLock lock(&reg.mu);
   std::erase_if(reg.servers, [](const auto& s) { return s->done(); });

@@ -4,11 +4,17 @@
 // it is declared in rendezvous_server.hpp, and this header brings it along.
 //
 // Wire format (integers little-endian):
-//   hello   "WEFT" u16 version u16 0 u64 job_id u32 rank u32 size u32 blob_len, blob
-//   reply   "WEFT" u32 code (absl::StatusCode), then
-//             code 0:  u32 count, count x (u32 blob_len, blob)   -- blob i is rank i's
-//             else:    u32 len, message                          -- why this rank was refused
-// Blobs are PeerInfo::encode() and at most kMaxPeerBlobBytes.
+//   hello      "WEFT" u16 version u16 0 u64 job_id u32 rank u32 size u32 blob_len
+//              u8[16] nonce, blob
+//   challenge  "WEFT" u32 kChallengeCode u8[16] nonce u8[32] server proof
+//   proof      u8[32] rank proof
+//   reply      "WEFT" u32 code (absl::StatusCode), then
+//                code 0:  u32 count, count x (u32 blob_len, blob)  -- blob i is rank i's
+//                else:    u32 len, message                         -- why this rank was refused
+// Blobs are PeerInfo::encode() and at most kMaxPeerBlobBytes. A hello from another job or
+// version gets its refusal at once; any other hello gets the challenge, and the rank counts
+// only once its proof of the job secret checks out (src/job_secret.hpp): the server's proof
+// covers the rank's nonce and the rank's covers the server's, so neither can be replayed.
 #pragma once
 
 #include <cstdint>

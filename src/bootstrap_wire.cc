@@ -52,7 +52,8 @@ void UniqueFd::reset() {
   fd_ = -1;
 }
 
-std::string encode_hello(uint64_t job_id, int rank, int size, const std::string& blob) {
+std::string encode_hello(uint64_t job_id, int rank, int size, const Nonce& nonce,
+                         const std::string& blob) {
   std::string out(kMagic, 4);
   put_u16(out, kProtocolVersion);
   put_u16(out, 0);
@@ -60,7 +61,24 @@ std::string encode_hello(uint64_t job_id, int rank, int size, const std::string&
   put_u32(out, static_cast<uint32_t>(rank));
   put_u32(out, static_cast<uint32_t>(size));
   put_u32(out, static_cast<uint32_t>(blob.size()));
+  out.append(as_text(nonce));
   return out + blob;
+}
+
+std::string encode_challenge(const Nonce& nonce, const Proof& proof) {
+  std::string out(kMagic, 4);
+  put_u32(out, kChallengeCode);
+  out.append(as_text(nonce));
+  out.append(as_text(proof));
+  return out;
+}
+
+Proof server_proof(const JobSecret& secret, std::string_view hello, const Nonce& server_nonce) {
+  return prove(secret, "weft rendezvous", {hello, as_text(server_nonce)});
+}
+
+Proof rank_proof(const JobSecret& secret, std::string_view hello, std::string_view challenge) {
+  return prove(secret, "weft rank", {hello, challenge});
 }
 
 Hello parse_hello_header(std::string_view in) {
@@ -72,6 +90,7 @@ Hello parse_hello_header(std::string_view in) {
   h.rank = get_at<uint32_t>(in, 16);
   h.size = get_at<uint32_t>(in, 20);
   h.blob_len = get_at<uint32_t>(in, 24);
+  std::memcpy(h.nonce.data(), in.data() + 28, h.nonce.size());
   return h;
 }
 

@@ -14,15 +14,21 @@
 #include "absl/status/statusor.h"
 #include "src/bootstrap.hpp"
 #include "src/deadline.hpp"
+#include "src/job_secret.hpp"
 #include "src/unique_id.hpp"
 #include "transport/tcp/address.hpp"
 
 namespace weft::bootstrap_wire {
 
 inline constexpr char kMagic[4] = {'W', 'E', 'F', 'T'};
-inline constexpr uint16_t kProtocolVersion = 1;
-inline constexpr size_t kHelloHeaderBytes = 28;  // magic, version, pad, job, rank, size, blob_len
-inline constexpr size_t kReplyHeaderBytes = 8;   // magic, code
+inline constexpr uint16_t kProtocolVersion = 2;
+// magic, version, pad, job, rank, size, blob_len, the rank's nonce
+inline constexpr size_t kHelloHeaderBytes = 28 + sizeof(Nonce);
+inline constexpr size_t kReplyHeaderBytes = 8;  // magic, code
+/// The reply code of a challenge: the server's nonce and proof follow, and the rank answers
+/// with its own proof before it hears anything else.
+inline constexpr uint32_t kChallengeCode = 0x43484c47;  // "GLHC"; no absl::StatusCode
+inline constexpr size_t kChallengeBytes = kReplyHeaderBytes + sizeof(Nonce) + sizeof(Proof);
 /// Longest error message a reply carries; longer ones are cut.
 inline constexpr uint32_t kMaxMessageBytes = 4096;
 
@@ -54,10 +60,12 @@ struct Hello {
   uint16_t version = 0;
   uint64_t job_id = 0;
   uint32_t rank = 0, size = 0, blob_len = 0;
+  Nonce nonce{};
 };
 
 /// The whole hello: header, then `blob`.
-std::string encode_hello(uint64_t job_id, int rank, int size, const std::string& blob);
+std::string encode_hello(uint64_t job_id, int rank, int size, const Nonce& nonce,
+                         const std::string& blob);
 /// Decodes the first kHelloHeaderBytes of `in`; shorter input yields magic_ok false.
 Hello parse_hello_header(std::string_view in);
 /// The length of the whole hello whose header is `header`, blob included; InvalidArgument
@@ -69,6 +77,12 @@ absl::StatusOr<size_t> hello_length(std::string_view header);
 std::string encode_error_reply(absl::StatusCode code, std::string_view why);
 /// Success: the header with code 0, then every rank's blob, rank 0 first.
 std::string encode_table_reply(const std::vector<std::string>& blobs);
+
+/// The challenge: header with kChallengeCode, the server's nonce, and its proof over the
+/// rank's whole hello and that nonce. The rank's answer is rank_proof(): 32 bytes.
+std::string encode_challenge(const Nonce& nonce, const Proof& proof);
+Proof server_proof(const JobSecret& secret, std::string_view hello, const Nonce& server_nonce);
+Proof rank_proof(const JobSecret& secret, std::string_view hello, std::string_view challenge);
 
 /// The fixed-size header of a reply.
 struct ReplyHeader {

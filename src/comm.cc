@@ -38,6 +38,7 @@ Comm::Comm(int rank, int size, Config config)
 Comm::~Comm() = default;
 
 absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t job_id,
+                                                   const JobSecret& secret,
                                                    const Exchange& exchange) {
   if (size <= 0 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
@@ -54,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   init.rank = rank;
   init.size = size;
   init.job_id = job_id;
+  init.secret = secret;
   init.socket_ifname = comm->config_.socket_ifname;
   init.ring_bytes = comm->config_.shm_ring_bytes;
   init.single_copy_bytes = comm->config_.shm_single_copy_bytes;
@@ -164,7 +166,6 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
                        (args.kind == CollectiveKind::kAllgather ? static_cast<size_t>(size_) : 1);
   auto algorithm = choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes);
   if (!algorithm.ok()) return algorithm.status();
-  if (args.count == 0 && args.kind != CollectiveKind::kBarrier) return absl::OkStatus();
   args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout
                                                                           : config_.timeout);
   AlgoContext ctx;
@@ -173,6 +174,7 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   ctx.schedule = &schedule_;
   ctx.links = this;
   ctx.relay = Relay{relay_.get(), relay_bytes_};
+  if (args.count == 0 && args.kind != CollectiveKind::kBarrier) return absl::OkStatus();
   absl::Status s = (*algorithm)->run(ctx, args);
   if (!s.ok()) {
     failure_ = s;

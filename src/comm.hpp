@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "collectives/algorithm.hpp"
 #include "src/env.hpp"
+#include "src/job_secret.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 
@@ -21,8 +22,10 @@ using Exchange = std::function<absl::StatusOr<std::vector<PeerInfo>>(const PeerI
 class Comm : public LinkProvider {
  public:
   /// Builds the communicator: transports listen, `exchange` meets the other ranks, the
-  /// topology and the schedule are derived. `job_id` must be the same on every rank.
+  /// topology and the schedule are derived. `job_id` and `secret` must be the same on every
+  /// rank; every connection proves the secret.
   static absl::StatusOr<std::unique_ptr<Comm>> create(int rank, int size, uint64_t job_id,
+                                                      const JobSecret& secret,
                                                       const Exchange& exchange);
   ~Comm() override;
 

@@ -23,8 +23,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create(const UniqueI
                                                                    int size) {
   auto decoded = decode_unique_id(id);
   if (!decoded.ok()) return decoded.status();
+  auto secret = job_secret(decoded->secret);
+  if (!secret.ok()) return secret.status();
   const Deadline deadline = bootstrap_deadline();
-  auto comm = detail::Comm::create(rank, size, decoded->job_id, [&](const PeerInfo& self) {
+  auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, [&](const PeerInfo& self) {
     return bootstrap_exchange(id, rank, size, self, deadline);
   });
   if (!comm.ok()) return comm.status();
@@ -44,10 +46,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_from_env() {
   if (!id.ok()) return id.status();
   auto decoded = decode_unique_id(*id);
   if (!decoded.ok()) return decoded.status();
+  auto secret = job_secret(decoded->secret);
+  if (!secret.ok()) return secret.status();
   const Deadline deadline = bootstrap_deadline();
   const int rank = launch->rank, size = launch->size;
   const std::string coordinator = launch->coordinator;
-  auto comm = detail::Comm::create(rank, size, decoded->job_id, [&](const PeerInfo& self) {
+  auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, [&](const PeerInfo& self) {
     return bootstrap_from_coordinator(coordinator, rank, size, self, deadline);
   });
   if (!comm.ok()) return comm.status();

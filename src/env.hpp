@@ -31,6 +31,10 @@ inline constexpr EnvVar kCoordinator{
 inline constexpr EnvVar kSocketIfname{
     "WEFT_SOCKET_IFNAME", "",
     "network interface for bootstrap and tcp (default: first non-loopback interface up)"};
+inline constexpr EnvVar kJobSecret{
+    "WEFT_JOB_SECRET", "",
+    "text every rank of the job shares; connections prove they know it (unset: the unique "
+    "id's random secret, or with WEFT_COORDINATOR one derived from its address)"};
 inline constexpr EnvVar kTransport{"WEFT_TRANSPORT", "auto",
                                    "force one transport for every link: auto, shm or tcp"};
 inline constexpr EnvVar kTimeout{"WEFT_TIMEOUT", "300",

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -20,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "src/bootstrap_wire.hpp"
 #include "src/env.hpp"
+#include "src/job_secret.hpp"
 #include "src/launch_env.hpp"
 
 namespace weft {
@@ -31,9 +33,9 @@ namespace wire = bootstrap_wire;
 class RendezvousServer::Impl {
  public:
   Impl(wire::UniqueFd listen, wire::UniqueFd wake, RendezvousAddress address, uint64_t job_id,
-       int size, Deadline deadline)
-      : address_(address), job_id_(job_id), deadline_(deadline), listen_(std::move(listen)),
-        wake_(std::move(wake)) {
+       const JobSecret& secret, int size, Deadline deadline)
+      : address_(address), job_id_(job_id), secret_(secret), deadline_(deadline),
+        listen_(std::move(listen)), wake_(std::move(wake)) {
     if (size > 0) set_size(size, "when the rendezvous started");
   }
 
@@ -46,6 +48,7 @@ class RendezvousServer::Impl {
 
   const RendezvousAddress address_;
   const uint64_t job_id_;
+  const JobSecret secret_;
   const Deadline deadline_;
   wire::UniqueFd listen_, wake_;
   std::thread thread_;
@@ -61,9 +64,13 @@ class RendezvousServer::Impl {
   struct Conn {
     wire::UniqueFd fd;
     std::string peer;
-    enum class State { kHello, kWaiting, kReplying } state = State::kHello;
-    std::string in;              // the hello so far; never longer than `need`
+    // kHello: reading the hello; kChallenging: sending the challenge; kProof: reading the
+    // rank's proof; kWaiting: a registered rank; kReplying: sending the table or a refusal.
+    enum class State { kHello, kChallenging, kProof, kWaiting, kReplying } state = State::kHello;
+    std::string in;              // the hello (or proof) so far; never longer than `need`
     size_t need = wire::kHelloHeaderBytes;
+    std::string hello;           // the whole hello, kept while the rank proves itself
+    Proof expected{};            // the proof the rank must send
     int rank = -1;               // set once registered
     std::shared_ptr<const std::string> out;
     size_t sent = 0;
@@ -74,6 +81,8 @@ class RendezvousServer::Impl {
   void accept_all();
   void read_hello(Conn& c);
   void handle_hello(Conn& c);
+  void read_proof(Conn& c);
+  void admit(Conn& c);
   void refuse(Conn& c, absl::StatusCode code, const std::string& why);
   void complete();
   void flush(Conn& c);
@@ -132,8 +141,9 @@ absl::Status RendezvousServer::Impl::serve() {
       who.push_back(nullptr);
     }
     for (auto& c : conns_) {
-      fds.push_back({c->fd.get(),
-                     static_cast<short>(c->state == Conn::State::kReplying ? POLLOUT : POLLIN), 0});
+      const bool sending =
+          c->state == Conn::State::kReplying || c->state == Conn::State::kChallenging;
+      fds.push_back({c->fd.get(), static_cast<short>(sending ? POLLOUT : POLLIN), 0});
       who.push_back(c.get());
     }
     // Wake at least every 50 ms while accepting is paused (out of file descriptors).
@@ -156,6 +166,9 @@ absl::Status RendezvousServer::Impl::serve() {
         case Conn::State::kHello:
           read_hello(*c);
           break;
+        case Conn::State::kProof:
+          read_proof(*c);
+          break;
         case Conn::State::kWaiting: {
           // A registered rank has nothing more to say: data or EOF means it gave up.
           log(absl::StrCat("rank ", c->rank, " (", c->peer,
@@ -167,6 +180,7 @@ absl::Status RendezvousServer::Impl::serve() {
           break;
         }
         case Conn::State::kReplying:
+        case Conn::State::kChallenging:
           flush(*c);
           break;
       }
@@ -195,12 +209,15 @@ void RendezvousServer::Impl::accept_all() {
     c->peer = a.ok() ? a->to_string() : "an unknown address";
     // Bound the connections that have not said who they are: drop the oldest one, which is
     // far likelier to be an idle stranger than a rank (ranks send their hello at once).
+    auto unproven = [](const Conn& o) {
+      return o.fd.valid() && o.state != Conn::State::kWaiting && o.state != Conn::State::kReplying;
+    };
     int pending = 0;
-    for (const auto& o : conns_) pending += o->state == Conn::State::kHello && o->fd.valid();
+    for (const auto& o : conns_) pending += unproven(*o);
     if (pending >= kMaxPendingHellos) {
       for (auto& o : conns_) {
-        if (o->state == Conn::State::kHello && o->fd.valid()) {
-          drop(*o, "too many connections without a hello");
+        if (unproven(*o)) {
+          drop(*o, "too many connections that have not proven themselves");
           break;
         }
       }
@@ -230,10 +247,11 @@ void RendezvousServer::Impl::read_hello(Conn& c) {
   handle_hello(c);
 }
 
+// Another version or job is told so at once (neither is a secret); anything else must prove
+// the job secret before the server looks further.
 void RendezvousServer::Impl::handle_hello(Conn& c) {
-  const wire::Hello h = wire::parse_hello_header(c.in);
-  const std::string blob = c.in.substr(wire::kHelloHeaderBytes);
-  c.in = std::string();
+  c.hello = std::exchange(c.in, std::string());
+  const wire::Hello h = wire::parse_hello_header(c.hello);
   const std::string who = absl::StrCat("rank ", h.rank, " (", c.peer, ")");
   if (h.version != wire::kProtocolVersion) {
     return refuse(c, absl::StatusCode::kFailedPrecondition,
@@ -247,6 +265,42 @@ void RendezvousServer::Impl::handle_hello(Conn& c) {
                                   "%016x; that rank has a unique id (or WEFT_COORDINATOR) from "
                                   "another job", who, h.job_id, address_.to_string(), job_id_));
   }
+  const Nonce nonce = fresh_nonce();
+  auto challenge = std::make_shared<const std::string>(
+      wire::encode_challenge(nonce, wire::server_proof(secret_, c.hello, nonce)));
+  c.expected = wire::rank_proof(secret_, c.hello, *challenge);
+  c.out = std::move(challenge);
+  c.sent = 0;
+  c.state = Conn::State::kChallenging;
+  flush(c);
+}
+
+void RendezvousServer::Impl::read_proof(Conn& c) {
+  while (c.in.size() < c.need) {
+    char buf[sizeof(Proof)];
+    const ssize_t n = recv(c.fd.get(), buf, c.need - c.in.size(), 0);
+    if (n == 0) return drop(c, "closed instead of proving the job secret");
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      return drop(c, absl::StrCat("read failed: ", std::strerror(errno)));
+    }
+    c.in.append(buf, static_cast<size_t>(n));
+  }
+  Proof got{};
+  std::memcpy(got.data(), c.in.data(), got.size());
+  c.in = std::string();
+  if (!same_proof(got, c.expected)) {
+    return drop(c, "its proof of the job secret is wrong (a stranger, a replayed handshake, or "
+                   "a rank with another WEFT_JOB_SECRET)");
+  }
+  admit(c);
+}
+
+void RendezvousServer::Impl::admit(Conn& c) {
+  const wire::Hello h = wire::parse_hello_header(c.hello);
+  const std::string blob = c.hello.substr(wire::kHelloHeaderBytes);
+  c.hello = std::string();
+  const std::string who = absl::StrCat("rank ", h.rank, " (", c.peer, ")");
   if (complete_) {
     return refuse(c, absl::StatusCode::kInvalidArgument,
                   absl::StrCat(who, " arrived after all ", size_, " ranks had; every process "
@@ -328,6 +382,13 @@ void RendezvousServer::Impl::flush(Conn& c) {
     c.fd.reset();
     return;
   }
+  if (c.state == Conn::State::kChallenging) {  // now the rank's proof
+    c.state = Conn::State::kProof;
+    c.out.reset();
+    c.sent = 0;
+    c.need = sizeof(Proof);
+    return;
+  }
   // All bytes are queued; close() still delivers them (the peer sent nothing unread).
   if (c.carries_table) ++delivered_;
   c.fd.reset();
@@ -368,7 +429,8 @@ absl::Status RendezvousServer::Impl::time_out() {
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::start(
-    const RendezvousAddress& bind_address, uint64_t job_id, int size, Deadline deadline) {
+    const RendezvousAddress& bind_address, uint64_t job_id, const JobSecret& secret, int size,
+    Deadline deadline) {
   if (size < 0 || size > kMaxLaunchSize) {
     return absl::InvalidArgumentError(absl::StrCat("rendezvous size ", size, " is outside 0-",
                                                    kMaxLaunchSize));
@@ -380,17 +442,17 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::start(
     return absl::InternalError(absl::StrCat("eventfd failed: ", std::strerror(errno)));
   }
   auto impl = std::make_unique<Impl>(std::move(listen->first), std::move(wake), listen->second,
-                                     job_id, size, deadline);
+                                     job_id, secret, size, deadline);
   Impl* raw = impl.get();
   raw->thread_ = std::thread([raw] { raw->run(); });
   return std::unique_ptr<RendezvousServer>(new RendezvousServer(std::move(impl)));
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::start(
-    const RendezvousAddress& bind_address, uint64_t job_id, int size) {
+    const RendezvousAddress& bind_address, uint64_t job_id, const JobSecret& secret, int size) {
   auto config = Config::from_env();
   if (!config.ok()) return config.status();
-  return start(bind_address, job_id, size, Deadline::after(config->timeout));
+  return start(bind_address, job_id, secret, size, Deadline::after(config->timeout));
 }
 
 RendezvousServer::RendezvousServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/deadline.hpp"
+#include "src/job_secret.hpp"
 #include "src/unique_id.hpp"
 
 namespace weft {
@@ -20,13 +21,15 @@ namespace weft {
 /// size, a duplicate rank) get an error reply naming what is wrong.
 class RendezvousServer {
  public:
-  /// Binds `bind_address` (port 0: a free port), listens and starts the thread. size 0: the
-  /// first valid hello sets the size, and every later hello must agree.
+  /// Binds `bind_address` (port 0: a free port), listens and starts the thread. Ranks must
+  /// prove `secret` (bootstrap.hpp). size 0: the first valid hello sets the size, and every
+  /// later hello must agree.
   static absl::StatusOr<std::unique_ptr<RendezvousServer>> start(
-      const RendezvousAddress& bind_address, uint64_t job_id, int size, Deadline deadline);
+      const RendezvousAddress& bind_address, uint64_t job_id, const JobSecret& secret, int size,
+      Deadline deadline);
   /// As above, with the deadline WEFT_TIMEOUT from now.
   static absl::StatusOr<std::unique_ptr<RendezvousServer>> start(
-      const RendezvousAddress& bind_address, uint64_t job_id, int size);
+      const RendezvousAddress& bind_address, uint64_t job_id, const JobSecret& secret, int size);
 
   /// Stops the thread (if still running) and joins it; returns promptly.
   ~RendezvousServer();

@@ -116,7 +116,8 @@ bool RendezvousAddress::is_loopback() const {
   return address == kV6Loopback;
 }
 
-UniqueId encode_unique_id(const RendezvousAddress& address, uint64_t job_id) {
+UniqueId encode_unique_id(const RendezvousAddress& address, uint64_t job_id,
+                          const std::array<uint8_t, 16>& secret) {
   UniqueId id;
   uint8_t* b = id.bytes.data();
   std::memcpy(b, kMagic, 4);
@@ -125,7 +126,7 @@ UniqueId encode_unique_id(const RendezvousAddress& address, uint64_t job_id) {
   put_le<uint16_t>(b + kPortAt, address.port);
   std::memcpy(b + kAddressAt, address.address.data(), 16);
   put_le<uint64_t>(b + kJobAt, job_id);
-  fill_random(b + kSecretAt, 16);
+  std::memcpy(b + kSecretAt, secret.data(), secret.size());
   return id;
 }
 
@@ -207,12 +208,11 @@ absl::StatusOr<UniqueId> unique_id_for_coordinator(const std::string& host_port)
   freeaddrinfo(res);
   if (!addr.ok()) return addr.status();
   addr->port = hp->second;
-  UniqueId id = encode_unique_id(*addr, fnv1a("weft-job:", host_port) | 1);
   // Deterministic "secret" so every rank builds identical bytes (weak; see the header).
-  const uint64_t s0 = fnv1a("weft-secret-0:", host_port), s1 = fnv1a("weft-secret-1:", host_port);
-  put_le<uint64_t>(id.bytes.data() + kSecretAt, s0);
-  put_le<uint64_t>(id.bytes.data() + kSecretAt + 8, s1);
-  return id;
+  std::array<uint8_t, 16> secret{};
+  put_le<uint64_t>(secret.data(), fnv1a("weft-secret-0:", host_port));
+  put_le<uint64_t>(secret.data() + 8, fnv1a("weft-secret-1:", host_port));
+  return encode_unique_id(*addr, fnv1a("weft-job:", host_port) | 1, secret);
 }
 
 }  // namespace weft

@@ -5,7 +5,7 @@
 //   6  u16  family (4 or 6)         8  u16  port
 //  10  u8[16] address (IPv4 uses the first 4 bytes)
 //  26  u8[6]  zero
-//  32  u64  job id                 40  u8[16] secret (reserved for authenticating ranks)
+//  32  u64  job id                 40  u8[16] job secret (src/job_secret.hpp)
 //  56  ...  zero up to 128
 #pragma once
 
@@ -47,8 +47,9 @@ struct DecodedId {
   std::array<uint8_t, 16> secret{};
 };
 
-/// Builds an id for a rendezvous at `address`; the secret is fresh random bytes.
-UniqueId encode_unique_id(const RendezvousAddress& address, uint64_t job_id);
+/// Builds an id for a rendezvous at `address` of job `job_id` with `secret`.
+UniqueId encode_unique_id(const RendezvousAddress& address, uint64_t job_id,
+                          const std::array<uint8_t, 16>& secret);
 
 /// InvalidArgument "not a weft unique id" on a bad magic or version, or a malformed address.
 absl::StatusOr<DecodedId> decode_unique_id(const UniqueId& id);
@@ -61,8 +62,8 @@ absl::StatusOr<std::pair<std::string, uint16_t>> split_host_port(const std::stri
 
 /// The id every rank derives from the same WEFT_COORDINATOR ("host:port"): the host is
 /// resolved with getaddrinfo (IPv4 preferred), and the job id and secret are hashes of the
-/// string, so ranks agree without talking. That secret is only as secret as the string;
-/// a later issue adds WEFT_JOB_SECRET for authentication.
+/// string, so ranks agree without talking. That secret is only as secret as the string:
+/// WEFT_JOB_SECRET, the same on every rank, replaces it with a real one.
 absl::StatusOr<UniqueId> unique_id_for_coordinator(const std::string& host_port);
 
 }  // namespace weft

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/deadline.hpp"
+#include "src/job_secret.hpp"
 #include "src/peer_info.hpp"
 
 namespace weft::transport {
@@ -70,6 +71,7 @@ struct TransportInit {
   int rank = -1;
   int size = 0;
   uint64_t job_id = 0;          ///< shared by every rank of one communicator
+  JobSecret secret{};           ///< shared by every rank; connections prove they know it
   std::string socket_ifname;    ///< interface to listen on (tcp); empty: default
   size_t ring_bytes = 1 << 20;  ///< capacity of one direction of a shared-memory ring
   size_t single_copy_bytes = 0;  ///< shm: sends this large are read from the sender's memory

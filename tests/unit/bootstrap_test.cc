@@ -2,6 +2,7 @@
 // deadline of a few seconds and every test asserts how long it took, so a bug shows up as a
 // failure rather than a hang.
 #include "src/bootstrap.hpp"
+#include "src/bootstrap_wire.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,6 +21,9 @@
 
 namespace weft {
 namespace {
+
+// The job secret of every rendezvous and id in these tests.
+const JobSecret kSecret = fresh_secret();
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -83,27 +87,27 @@ TEST(UniqueId, RoundTrip) {
   RendezvousAddress a;
   a.address = {10, 1, 2, 3};
   a.port = 4567;
-  const UniqueId id = encode_unique_id(a, 0x0123456789abcdefull);
+  const UniqueId id = encode_unique_id(a, 0x0123456789abcdefull, kSecret);
   auto d = decode_unique_id(id);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->address, a);
   EXPECT_EQ(d->address.to_string(), "10.1.2.3:4567");
   EXPECT_EQ(d->job_id, 0x0123456789abcdefull);
-  EXPECT_NE(d->secret, decltype(d->secret){});
-  EXPECT_NE(encode_unique_id(a, 1).bytes, encode_unique_id(a, 1).bytes) << "fresh secret";
+  EXPECT_EQ(d->secret, kSecret);
+  EXPECT_NE(fresh_secret(), fresh_secret());
 
   RendezvousAddress v6;
   v6.family = 6;
   v6.address[15] = 1;
   v6.port = 80;
-  d = decode_unique_id(encode_unique_id(v6, 7));
+  d = decode_unique_id(encode_unique_id(v6, 7, kSecret));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->address.to_string(), "[::1]:80");
   EXPECT_NE(random_job_id(), random_job_id());
 }
 
 TEST(UniqueId, RejectsGarbage) {
-  const UniqueId good = encode_unique_id(RendezvousAddress::loopback_v4(9), 1);
+  const UniqueId good = encode_unique_id(RendezvousAddress::loopback_v4(9), 1, kSecret);
   std::vector<UniqueId> bad(5);
   std::mt19937 rng(1);
   for (auto& b : bad[1].bytes) b = static_cast<uint8_t>(rng());
@@ -149,11 +153,11 @@ class Rendezvous : public ::testing::TestWithParam<int> {};
 TEST_P(Rendezvous, EveryRankGetsTheSameTable) {
   const int size = GetParam();
   const uint64_t job = random_job_id();
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, size,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, size,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
   const absl::Time start = absl::Now();
-  auto results = run_ranks(encode_unique_id((*server)->address(), job), all_ranks(size),
+  auto results = run_ranks(encode_unique_id((*server)->address(), job, kSecret), all_ranks(size),
                            absl::Seconds(10));
   for (const auto& r : results) expect_full_table(r, size);
   EXPECT_TRUE((*server)->wait().ok()) << (*server)->wait();
@@ -200,11 +204,11 @@ TEST(Bootstrap, RandomOrderAndLateServer) {
 TEST(Bootstrap, LateServerForAGivenId) {
   const uint64_t job = random_job_id();
   const RendezvousAddress where = RendezvousAddress::loopback_v4(free_port());
-  const UniqueId id = encode_unique_id(where, job);
+  const UniqueId id = encode_unique_id(where, job, kSecret);
   std::unique_ptr<RendezvousServer> server;
   std::thread late([&] {
     absl::SleepFor(absl::Milliseconds(400));
-    server = *RendezvousServer::start(where, job, 4, Deadline::after(absl::Seconds(10)));
+    server = *RendezvousServer::start(where, job, kSecret, 4, Deadline::after(absl::Seconds(10)));
   });
   auto results = run_ranks(id, {{3, 4}, {0, 4}, {2, 4}, {1, 4}}, absl::Seconds(10));
   late.join();
@@ -227,7 +231,7 @@ bool server_closes_after(const RendezvousAddress& a, const std::string& bytes) {
 
 TEST(Bootstrap, StrangersAreIgnored) {
   const uint64_t job = random_job_id();
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 3,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 3,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
   const RendezvousAddress a = (*server)->address();
@@ -236,6 +240,7 @@ TEST(Bootstrap, StrangersAreIgnored) {
   std::string huge("WEFT\x01\x00\x00\x00", 8);
   huge.append(reinterpret_cast<const char*>(&job), 8);
   huge.append(std::string("\0\0\0\0\3\0\0\0\xff\xff\xff\xff", 12));
+  huge.append(16, '\0');  // the nonce
   EXPECT_TRUE(server_closes_after(a, huge));
   sockaddr_storage ss;
   const socklen_t len = a.to_sockaddr(ss);
@@ -246,19 +251,96 @@ TEST(Bootstrap, StrangersAreIgnored) {
   // A silent stranger that stays connected throughout.
   int silent = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&ss), len), 0);
-  auto results = run_ranks(encode_unique_id(a, job), all_ranks(3), absl::Seconds(10));
+  auto results = run_ranks(encode_unique_id(a, job, kSecret), all_ranks(3), absl::Seconds(10));
   for (const auto& r : results) expect_full_table(r, 3);
   EXPECT_TRUE((*server)->wait().ok());
   close(silent);
 }
 
+// A raw connection to the rendezvous, to act out by hand what a stranger or a replaying
+// attacker would do.
+struct RawConn {
+  int fd = -1;
+  explicit RawConn(const RendezvousAddress& a) : fd(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_storage ss;
+    const socklen_t len = a.to_sockaddr(ss);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) fd = -1;
+  }
+  ~RawConn() {
+    if (fd >= 0) close(fd);
+  }
+  void put(std::string_view bytes) const { send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  // Up to n bytes, within 3 s; fewer when the server closes.
+  std::string take(size_t n) const {
+    std::string out;
+    const Deadline deadline = Deadline::after(absl::Seconds(3));
+    while (out.size() < n && !deadline.expired()) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, deadline.remaining_ms()) <= 0) continue;
+      char buf[256];
+      const ssize_t got = recv(fd, buf, std::min(sizeof buf, n - out.size()), 0);
+      if (got <= 0) break;
+      out.append(buf, static_cast<size_t>(got));
+    }
+    return out;
+  }
+  bool closed_by_server() const { return take(1).empty(); }
+};
+
+// Only ranks that prove the job secret count: a rank given another secret learns that the
+// server cannot prove it; a stranger that knows the job id (it is not secret) is dropped; a
+// recorded exchange replayed later is dropped; the real ranks still get their table.
+TEST(Bootstrap, OnlyRanksThatProveTheSecretCount) {
+  namespace wire = bootstrap_wire;
+  const uint64_t job = random_job_id();
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 2,
+                                        Deadline::after(absl::Seconds(10)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const RendezvousAddress a = (*server)->address();
+
+  auto wrong = run_ranks(encode_unique_id(a, job, fresh_secret()), {{0, 2}}, absl::Seconds(3));
+  EXPECT_EQ(wrong[0].status().code(), absl::StatusCode::kPermissionDenied) << wrong[0].status();
+  EXPECT_THAT(std::string(wrong[0].status().message()), HasSubstr("job secret"));
+
+  PeerInfo one = peer(1);
+  one.rank = 1;
+  const std::string hello = wire::encode_hello(job, 1, 2, fresh_nonce(), one.encode());
+  {
+    RawConn stranger(a);
+    stranger.put(hello);
+    EXPECT_EQ(stranger.take(wire::kChallengeBytes).size(), wire::kChallengeBytes);
+    stranger.put(std::string(sizeof(Proof), '\0'));
+    EXPECT_TRUE(stranger.closed_by_server()) << "a stranger without the secret was kept";
+  }
+  // Rank 1 by hand, recorded.
+  RawConn honest(a);
+  honest.put(hello);
+  const std::string challenge = honest.take(wire::kChallengeBytes);
+  ASSERT_EQ(challenge.size(), wire::kChallengeBytes);
+  const Proof proof = wire::rank_proof(kSecret, hello, challenge);
+  honest.put(as_text(proof));
+  {
+    RawConn replay(a);
+    replay.put(hello);
+    EXPECT_NE(replay.take(wire::kChallengeBytes), challenge) << "the server repeated its nonce";
+    replay.put(as_text(proof));
+    EXPECT_TRUE(replay.closed_by_server()) << "a replayed exchange was taken";
+  }
+  auto results = run_ranks(encode_unique_id(a, job, kSecret), {{0, 2}}, absl::Seconds(10));
+  expect_full_table(results[0], 2);
+  const std::string reply = honest.take(wire::kReplyHeaderBytes);
+  ASSERT_EQ(reply.size(), wire::kReplyHeaderBytes);
+  EXPECT_EQ(wire::parse_reply_header(reply).code, 0u) << "the hand-made rank 1 got the table";
+  EXPECT_TRUE((*server)->wait().ok());
+}
+
 TEST(Bootstrap, SizeMismatchNamesBothSizesAndNobodyHangs) {
   const uint64_t job = random_job_id();
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 3,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 3,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
   const absl::Time start = absl::Now();
-  auto results = run_ranks(encode_unique_id((*server)->address(), job), {{0, 3}, {1, 3}, {2, 4}},
+  auto results = run_ranks(encode_unique_id((*server)->address(), job, kSecret), {{0, 3}, {1, 3}, {2, 4}},
                            absl::Seconds(2));
   const absl::Duration took = absl::Now() - start;
   ASSERT_FALSE(results[2].ok());
@@ -276,10 +358,10 @@ TEST(Bootstrap, SizeMismatchNamesBothSizesAndNobodyHangs) {
 TEST(Bootstrap, LearnedSizeMismatch) {
   // make_unique_id's server learns the size from the first hello.
   const uint64_t job = random_job_id();
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 0,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 0,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
-  const UniqueId id = encode_unique_id((*server)->address(), job);
+  const UniqueId id = encode_unique_id((*server)->address(), job, kSecret);
   auto first = run_ranks(id, {{0, 2}}, absl::Milliseconds(300));
   EXPECT_EQ(first[0].status().code(), absl::StatusCode::kDeadlineExceeded);
   absl::SleepFor(absl::Milliseconds(100));  // lets the server see rank 0 leave
@@ -293,14 +375,14 @@ TEST(Bootstrap, LearnedSizeMismatch) {
 
 TEST(Bootstrap, DuplicateRankAndForeignJobAreRefused) {
   const uint64_t job = random_job_id();
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 2,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 2,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
   const RendezvousAddress a = (*server)->address();
-  auto foreign = run_ranks(encode_unique_id(a, job + 1), {{0, 2}}, absl::Seconds(2));
+  auto foreign = run_ranks(encode_unique_id(a, job + 1, kSecret), {{0, 2}}, absl::Seconds(2));
   EXPECT_EQ(foreign[0].status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(foreign[0].status().message()), HasSubstr("another job"));
-  const UniqueId id = encode_unique_id(a, job);
+  const UniqueId id = encode_unique_id(a, job, kSecret);
   auto results = run_ranks(id, {{1, 2}, {1, 2}, {0, 2}}, absl::Seconds(3),
                            {absl::ZeroDuration(), absl::Milliseconds(200), absl::Milliseconds(400)});
   expect_full_table(results[0], 2);
@@ -312,11 +394,11 @@ TEST(Bootstrap, DuplicateRankAndForeignJobAreRefused) {
 
 TEST(Bootstrap, ServerTimeoutTellsTheRanksThatCame) {
   const uint64_t job = random_job_id();
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 3,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 3,
                                         Deadline::after(absl::Milliseconds(500)));
   ASSERT_TRUE(server.ok()) << server.status();
   const absl::Time start = absl::Now();
-  auto results = run_ranks(encode_unique_id((*server)->address(), job), {{0, 3}, {2, 3}},
+  auto results = run_ranks(encode_unique_id((*server)->address(), job, kSecret), {{0, 3}, {2, 3}},
                            absl::Seconds(10));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   for (const auto& r : results) {
@@ -327,7 +409,7 @@ TEST(Bootstrap, ServerTimeoutTellsTheRanksThatCame) {
 }
 
 TEST(Bootstrap, NobodyArrives) {
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, 4,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, kSecret, 4,
                                         Deadline::after(absl::Milliseconds(200)));
   ASSERT_TRUE(server.ok()) << server.status();
   absl::Time start = absl::Now();
@@ -336,7 +418,7 @@ TEST(Bootstrap, NobodyArrives) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 
   // A server far from its deadline still stops at once when destroyed.
-  auto patient = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, 4,
+  auto patient = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, kSecret, 4,
                                          Deadline::after(absl::Hours(1)));
   ASSERT_TRUE(patient.ok()) << patient.status();
   start = absl::Now();
@@ -345,7 +427,7 @@ TEST(Bootstrap, NobodyArrives) {
 
   // And a rank with nobody to meet gives up at its deadline.
   start = absl::Now();
-  auto alone = run_ranks(encode_unique_id(RendezvousAddress::loopback_v4(free_port()), 1),
+  auto alone = run_ranks(encode_unique_id(RendezvousAddress::loopback_v4(free_port()), 1, kSecret),
                          {{0, 2}}, absl::Milliseconds(500));
   EXPECT_EQ(alone[0].status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
@@ -353,7 +435,7 @@ TEST(Bootstrap, NobodyArrives) {
 
 TEST(Bootstrap, StoppedServerFailsWaitingRanks) {
   const uint64_t job = random_job_id();
-  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, 2,
+  auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 2,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
   std::thread stopper([&] {
@@ -361,7 +443,7 @@ TEST(Bootstrap, StoppedServerFailsWaitingRanks) {
     (*server)->stop();
   });
   const absl::Time start = absl::Now();
-  auto r = run_ranks(encode_unique_id((*server)->address(), job), {{0, 2}}, absl::Seconds(10));
+  auto r = run_ranks(encode_unique_id((*server)->address(), job, kSecret), {{0, 2}}, absl::Seconds(10));
   stopper.join();
   EXPECT_EQ(r[0].status().code(), absl::StatusCode::kUnavailable) << r[0].status();
   EXPECT_EQ((*server)->wait().code(), absl::StatusCode::kCancelled);
@@ -369,7 +451,7 @@ TEST(Bootstrap, StoppedServerFailsWaitingRanks) {
 }
 
 TEST(Bootstrap, BadArguments) {
-  const UniqueId id = encode_unique_id(RendezvousAddress::loopback_v4(1), 1);
+  const UniqueId id = encode_unique_id(RendezvousAddress::loopback_v4(1), 1, kSecret);
   const Deadline d = Deadline::after(absl::Seconds(1));
   EXPECT_EQ(bootstrap_exchange(id, 2, 2, peer(2), d).status().code(),
             absl::StatusCode::kInvalidArgument);

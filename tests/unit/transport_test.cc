@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -28,6 +29,7 @@
 #include "transport/shm/context.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/context.hpp"
+#include "transport/tcp/handshake.hpp"
 #include "transport/tcp/pair.hpp"
 #include "transport/transport.hpp"
 
@@ -62,11 +64,15 @@ struct Ranks {
   std::vector<PeerInfo> infos;
 };
 
-Ranks make_ranks(const TransportCase& c, int n, uint64_t job_id = random_seed()) {
+// The job secret of the ranks in these tests, unless a test gives another.
+const JobSecret kTestSecret = fresh_secret();
+
+Ranks make_ranks(const TransportCase& c, int n, uint64_t job_id = random_seed(),
+                 const JobSecret& secret = kTestSecret) {
   Ranks r;
   for (int i = 0; i < n; ++i) {
     TransportInit init;
-    init.rank = i, init.size = n, init.job_id = job_id;
+    init.rank = i, init.size = n, init.job_id = job_id, init.secret = secret;
     init.single_copy_bytes = 4096;  // small, so that offers meet every path
     auto t = c.make(init);
     EXPECT_TRUE(t.ok()) << t.status();
@@ -536,6 +542,109 @@ TEST(TcpTransport, StrangersDoNotBlockRealPeers) {
   ::close(silent);
   exchange(*p01, *p10, 12345, 54321, 7, false);
   exchange(*p12, *p21, 4096, 1, 8, false);
+}
+
+/// Reads exactly `n` bytes from a blocking raw socket within `timeout`; fewer on close.
+std::string read_raw(int fd, size_t n, absl::Duration timeout) {
+  const Deadline deadline = Deadline::after(timeout);
+  std::string out;
+  char buf[256];
+  while (out.size() < n && !deadline.expired()) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, deadline.remaining_ms()) <= 0) continue;
+    const ssize_t got = ::recv(fd, buf, std::min(sizeof buf, n - out.size()), MSG_DONTWAIT);
+    if (got <= 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  return out;
+}
+
+// Only a dialer that proves the job secret gets a link: a rank with another secret, a
+// stranger that knows the job id (it is not secret) and a replay of a recorded handshake
+// are all refused, and the real ranks connect as if nothing had happened.
+TEST(TcpTransport, OnlyDialersThatProveTheSecretAreTaken) {
+  const uint64_t job = random_seed();
+  Ranks r = make_ranks(kTcp, 2, job);
+  Ranks impostor = make_ranks(kTcp, 2, job, fresh_secret());
+  ASSERT_EQ(r.transports.size(), 2u);
+  ASSERT_EQ(impostor.transports.size(), 2u);
+  const std::string listener = r.transports[1]->address();
+  tcp::Handshake h;
+  h.job_id = job, h.from_rank = 0, h.to_rank = 1, h.size = 2, h.nonce = fresh_nonce();
+  const tcp::HelloWire hello = tcp::encode_hello(h);
+  auto send_raw = [](int fd, const void* data, size_t len) {
+    return ::send(fd, data, len, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+  };
+
+  std::unique_ptr<Pair> by_hand, p10, p01;
+  absl::Status wrong_secret;
+  bool stranger_closed = false, replay_closed = false, got_ack = false;
+  std::atomic<bool> first_taken{false};
+  const Deadline deadline = Deadline::after(kConnectTimeout);
+  const auto st = on_threads(2, [&](int who) -> absl::Status {
+    if (who == 0) {  // rank 1 serves its listener while it waits for rank 0, twice
+      auto p = r.transports[1]->connect(r.infos[0], deadline);
+      if (!p.ok()) return p.status();
+      by_hand = std::move(*p);
+      first_taken = true;
+      auto q = r.transports[1]->connect(r.infos[0], deadline);
+      if (!q.ok()) return q.status();
+      p10 = std::move(*q);
+      return absl::OkStatus();
+    }
+    wrong_secret = impostor.transports[0]->connect(r.infos[1], Deadline::after(absl::Seconds(5))).status();
+    // A stranger: a well-formed hello, then a proof it cannot make.
+    const int stranger = dial_raw(listener);
+    if (stranger < 0) return absl::InternalError("cannot dial");
+    send_raw(stranger, hello.data(), hello.size());
+    got_ack = read_raw(stranger, tcp::kAckBytes, absl::Seconds(3)).size() == tcp::kAckBytes;
+    const Proof guess{};
+    send_raw(stranger, guess.data(), guess.size());
+    stranger_closed = closed_within(stranger, absl::Seconds(3));
+    ::close(stranger);
+    // Rank 0 by hand, recorded: hello, ack, proof; its link is taken.
+    const int honest = dial_raw(listener);
+    send_raw(honest, hello.data(), hello.size());
+    const std::string ack = read_raw(honest, tcp::kAckBytes, absl::Seconds(3));
+    if (ack.size() != tcp::kAckBytes) return absl::InternalError("no ack for the honest hello");
+    tcp::AckWire ack_wire{};
+    std::memcpy(ack_wire.data(), ack.data(), ack.size());
+    const Proof proof = tcp::dialer_proof(kTestSecret, hello, ack_wire);
+    send_raw(honest, proof.data(), proof.size());
+    const char word[] = "hand";
+    send_raw(honest, word, 4);
+    while (!first_taken && !deadline.expired()) absl::SleepFor(absl::Milliseconds(1));
+    // The recording, replayed: the listener's fresh nonce makes the old proof wrong.
+    const int replay = dial_raw(listener);
+    send_raw(replay, hello.data(), hello.size());
+    const std::string new_ack = read_raw(replay, tcp::kAckBytes, absl::Seconds(3));
+    if (new_ack == ack) return absl::InternalError("the listener repeated its nonce");
+    send_raw(replay, proof.data(), proof.size());
+    replay_closed = closed_within(replay, absl::Seconds(3));
+    ::close(replay);
+    ::close(honest);
+    auto p = r.transports[0]->connect(r.infos[1], deadline);
+    if (!p.ok()) return p.status();
+    p01 = std::move(*p);
+    return absl::OkStatus();
+  });
+  for (const auto& s : st) ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(wrong_secret.code(), absl::StatusCode::kPermissionDenied) << wrong_secret;
+  EXPECT_NE(wrong_secret.message().find("job secret"), absl::string_view::npos) << wrong_secret;
+  EXPECT_TRUE(got_ack);
+  EXPECT_TRUE(stranger_closed) << "a stranger without the secret kept its connection";
+  EXPECT_TRUE(replay_closed) << "a replayed handshake was taken";
+  // The hand-made rank 0 was a real link: its first bytes arrived.
+  std::string seen;
+  for (int i = 0; i < 1000 && seen.size() < 4; ++i) {
+    auto n = by_hand->recv_some(4 - seen.size(), [&](const std::byte* d, size_t len) {
+      seen.append(reinterpret_cast<const char*>(d), len);
+    });
+    if (!n.ok()) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(seen, "hand");
+  exchange(*p01, *p10, 100000, 3, 9, false);
 }
 
 TEST(TcpTransport, DataSentBeforeCloseIsDeliveredThenError) {

@@ -14,70 +14,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "transport/tcp/address.hpp"
+#include "transport/tcp/handshake.hpp"
 #include "transport/tcp/pair.hpp"
 
 namespace weft::transport::tcp {
 namespace {
 
-constexpr uint32_t kMagic = 0x54464557;  // "WEFT" on the wire
-constexpr uint32_t kVersion = 1;
-constexpr uint32_t kHello = 0, kAccepted = 1, kRejected = 2;  // Handshake::verdict
-// A real dialer sends its hello right after connecting; anything slower is a stranger.
-constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
+// A real dialer sends its hello right after connecting and its proof right after the ack;
+// anything slower is a stranger.
+constexpr absl::Duration kHandshakeTimeout = absl::Seconds(2);
 // Longest sleep in poll(): bounds how late a stranger's hello timeout is noticed.
 constexpr int kTickMs = 50;
 constexpr size_t kMaxPending = 64;
 constexpr int kMaxAcceptsPerRound = 64;
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(5);
 constexpr absl::Duration kMaxRetry = absl::Milliseconds(200);
-
-/// Hello (dialer -> listener, verdict kHello) and ack (listener -> dialer), 32 bytes
-/// little-endian on the wire. The ack carries the listener's own identity so a dialer that
-/// reached the wrong job or rank can name both sides.
-struct Handshake {
-  uint32_t magic = kMagic;
-  uint32_t version = kVersion;
-  uint64_t job_id = 0;
-  uint32_t from_rank = 0;
-  uint32_t to_rank = 0;
-  uint32_t size = 0;
-  uint32_t verdict = kHello;
-};
-
-using Wire = std::array<uint8_t, kHandshakeBytes>;
-
-void put(uint8_t* p, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t get(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
-
-Wire encode(const Handshake& h) {
-  Wire w{};
-  put(&w[0], h.magic, 4);
-  put(&w[4], h.version, 4);
-  put(&w[8], h.job_id, 8);
-  put(&w[16], h.from_rank, 4);
-  put(&w[20], h.to_rank, 4);
-  put(&w[24], h.size, 4);
-  put(&w[28], h.verdict, 4);
-  return w;
-}
-
-Handshake decode(const Wire& w) {
-  Handshake h;
-  h.magic = static_cast<uint32_t>(get(&w[0], 4));
-  h.version = static_cast<uint32_t>(get(&w[4], 4));
-  h.job_id = get(&w[8], 8);
-  h.from_rank = static_cast<uint32_t>(get(&w[16], 4));
-  h.to_rank = static_cast<uint32_t>(get(&w[20], 4));
-  h.size = static_cast<uint32_t>(get(&w[24], 4));
-  h.verdict = static_cast<uint32_t>(get(&w[28], 4));
-  return h;
-}
 
 void log_warning(const std::string& msg) { std::fprintf(stderr, "weft: warning: %s\n", msg.c_str()); }
 
@@ -99,15 +50,15 @@ absl::Status check_ack(const Handshake& a, const TransportInit& init, int peer_r
                        const std::string& addr) {
   const std::string head =
       absl::StrCat("tcp: rank ", init.rank, " dialed rank ", peer_rank, " at ", addr, ", but ");
-  if (a.magic != kMagic) {
+  if (a.magic != kHandshakeMagic) {
     return absl::FailedPreconditionError(absl::StrCat(
         head, "something other than a weft tcp transport answered: the published address is "
               "stale or wrong"));
   }
-  if (a.version != kVersion) {
+  if (a.version != kHandshakeVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         head, "the listener speaks handshake version ", a.version, " and this rank version ",
-        kVersion, ": every rank must run the same weft build"));
+        kHandshakeVersion, ": every rank must run the same weft build"));
   }
   if (a.job_id != init.job_id || a.from_rank != static_cast<uint32_t>(peer_rank)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -131,13 +82,16 @@ absl::Status check_ack(const Handshake& a, const TransportInit& init, int peer_r
 
 /// One connect() call's dial towards a higher rank.
 struct TcpTransport::Dial {
-  enum Phase { kIdle, kConnecting, kSending, kAwaitingAck, kDone };
+  enum Phase { kIdle, kConnecting, kSending, kAwaitingAck, kSendingProof, kDone };
   int peer_rank = -1;
   std::string text;  ///< the peer's published address
   SockAddr addr;
   int fd = -1;
   Phase phase = kIdle;
-  Wire out{}, in{};
+  Handshake hello;   ///< sent on every attempt, with a fresh nonce each
+  HelloWire out{};
+  AckWire in{};
+  Proof proof{};
   size_t sent = 0, got = 0;
   absl::Time retry_at = absl::InfinitePast();
   absl::Duration backoff = kFirstRetry;
@@ -147,7 +101,7 @@ struct TcpTransport::Dial {
 
   ~Dial() { close_fd(fd); }
   short events() const {
-    if (phase == kConnecting || phase == kSending) return POLLOUT;
+    if (phase == kConnecting || phase == kSending || phase == kSendingProof) return POLLOUT;
     return phase == kAwaitingAck ? POLLIN : 0;
   }
   // Refused or dropped connections are normal while the peer is still starting up.
@@ -229,10 +183,8 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
     }
     dial = std::make_unique<Dial>();
     dial->peer_rank = peer.rank, dial->text = peer_addr, dial->addr = *addr;
-    Handshake hello;
-    hello.job_id = init_.job_id, hello.from_rank = rank, hello.to_rank = peer.rank;
-    hello.size = init_.size;
-    dial->out = encode(hello);
+    dial->hello.job_id = init_.job_id, dial->hello.from_rank = rank;
+    dial->hello.to_rank = peer.rank, dial->hello.size = init_.size;
   }
   // Each round serves everything without blocking under the lock, then sleeps in poll()
   // without it, so concurrent connect() calls never wait on each other's sleep. The poll is
@@ -298,14 +250,16 @@ absl::Status TcpTransport::timeout_error(int peer_rank, const std::string& peer_
 
 void TcpTransport::serve_listener() {
   for (Pending& p : pending_) {
-    if (!read_hello(p)) p.fd = -1;
+    if (!read_handshake(p)) p.fd = -1;
   }
   const absl::Time now = absl::Now();
   for (Pending& p : pending_) {
-    if (p.fd < 0 || now - p.accepted_at < kHelloTimeout) continue;
-    reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from, " that sent ",
-                        p.got, " of ", kHandshakeBytes, " hello bytes in ",
-                        absl::FormatDuration(kHelloTimeout), " (not a weft rank?)"));
+    if (p.fd < 0 || now - p.accepted_at < kHandshakeTimeout) continue;
+    reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from,
+                        " that did not finish its handshake in ",
+                        absl::FormatDuration(kHandshakeTimeout), " (",
+                        p.proving ? "no proof after the ack" : "an incomplete hello",
+                        "; not a weft rank?)"));
     close_fd(std::exchange(p.fd, -1));
   }
   std::erase_if(pending_, [](const Pending& p) { return p.fd < 0; });
@@ -337,41 +291,49 @@ void TcpTransport::accept_new() {
     Pending& p = pending_.emplace_back();
     p.fd = fd, p.from = format_address(remote), p.accepted_at = absl::Now();
     // The hello usually arrives with the connection; read it without another poll.
-    if (!read_hello(p)) pending_.pop_back();
+    if (!read_handshake(p)) pending_.pop_back();
   }
 }
 
-bool TcpTransport::read_hello(Pending& p) {
+bool TcpTransport::read_handshake(Pending& p) {
   for (int attempt = 0; attempt < 4; ++attempt) {
-    const ssize_t n = ::recv(p.fd, p.buf.data() + p.got, kHandshakeBytes - p.got, MSG_DONTWAIT);
+    // Exactly the message expected: bytes after the proof are the link's first data.
+    const size_t want = p.proving ? kProofBytes : kHelloBytes;
+    const ssize_t n = ::recv(p.fd, p.buf.data() + p.got, want - p.got, MSG_DONTWAIT);
     if (n > 0) {
       p.got += static_cast<size_t>(n);
-      if (p.got < kHandshakeBytes) continue;
-      answer_hello(p);
-      return false;
+      if (p.got < want) continue;
+      if (p.proving) {
+        check_proof(p);
+        return false;
+      }
+      if (!answer_hello(p)) return false;
+      continue;  // the proof may already be here
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n < 0 && errno == EINTR) continue;
-    reject(absl::StrCat("rank ", init_.rank, " lost a connection from ", p.from, " after ", p.got,
-                        " hello bytes: ", n == 0 ? "closed by the remote end" : std::strerror(errno)));
+    reject(absl::StrCat("rank ", init_.rank, " lost a connection from ", p.from, " during its ",
+                        p.proving ? "proof" : "hello", ": ",
+                        n == 0 ? "closed by the remote end" : std::strerror(errno)));
     close_fd(p.fd);
     return false;
   }
   return true;
 }
 
-void TcpTransport::answer_hello(Pending& p) {
-  const Handshake h = decode(p.buf);
-  if (h.magic != kMagic || h.verdict != kHello) {
+bool TcpTransport::answer_hello(Pending& p) {
+  const Handshake h = decode_hello(p.buf.data());
+  if (h.magic != kHandshakeMagic || h.verdict != kHello) {
     reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from,
                         " that sent bytes that are not a weft tcp hello (a port scanner?)"));
     close_fd(p.fd);
-    return;
+    return false;
   }
   const uint32_t rank = static_cast<uint32_t>(init_.rank);
   std::string why;
-  if (h.version != kVersion) {
-    why = absl::StrCat("it speaks handshake version ", h.version, ", this rank ", kVersion);
+  if (h.version != kHandshakeVersion) {
+    why = absl::StrCat("it speaks handshake version ", h.version, ", this rank ",
+                       kHandshakeVersion);
   } else if (h.job_id != init_.job_id) {
     why = absl::StrCat("it is from job ", h.job_id, ", this rank is in job ", init_.job_id);
   } else if (h.to_rank != rank) {
@@ -384,20 +346,45 @@ void TcpTransport::answer_hello(Pending& p) {
   Handshake ack;
   ack.job_id = init_.job_id, ack.from_rank = rank, ack.to_rank = h.from_rank;
   ack.size = init_.size, ack.verdict = why.empty() ? kAccepted : kRejected;
-  const Wire out = encode(ack);
-  // A fresh socket's send buffer is empty, so 32 bytes never block.
+  ack.nonce = fresh_nonce();
+  HelloWire hello{};
+  std::copy(p.buf.begin(), p.buf.begin() + kHelloBytes, hello.begin());
+  AckWire out = encode_ack(ack);
+  if (why.empty()) {
+    ack.proof = listener_proof(init_.secret, hello, out);
+    out = encode_ack(ack);
+    p.expected = dialer_proof(init_.secret, hello, out);
+  }
+  // A fresh socket's send buffer is empty, so 80 bytes never block.
   const ssize_t n = ::send(p.fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   if (why.empty() && n != static_cast<ssize_t>(out.size())) why = "the ack could not be sent";
   if (!why.empty()) {
     reject(absl::StrCat("rank ", init_.rank, " rejected a tcp connection from ", p.from,
                         " claiming rank ", h.from_rank, ": ", why));
     close_fd(p.fd);
+    return false;
+  }
+  p.proving = true;
+  p.claimed_rank = static_cast<int>(h.from_rank);
+  p.got = 0;
+  return true;
+}
+
+void TcpTransport::check_proof(Pending& p) {
+  Proof proof{};
+  std::copy(p.buf.begin(), p.buf.begin() + kProofBytes, proof.begin());
+  if (!same_proof(proof, p.expected)) {
+    reject(absl::StrCat("rank ", init_.rank, " refused a tcp connection from ", p.from,
+                        " claiming rank ", p.claimed_rank,
+                        ": its proof of the job secret is wrong (a stranger, a replayed "
+                        "handshake, or a rank with another WEFT_JOB_SECRET)"));
+    close_fd(p.fd);
     return;
   }
-  if (auto it = stash_.find(static_cast<int>(h.from_rank)); it != stash_.end()) {
+  if (auto it = stash_.find(p.claimed_rank); it != stash_.end()) {
     close_fd(it->second);  // the dialer gave up on the old one and dialed again
   }
-  stash_[static_cast<int>(h.from_rank)] = p.fd;
+  stash_[p.claimed_rank] = p.fd;
 }
 
 int TcpTransport::take_stashed(int rank) {
@@ -415,6 +402,8 @@ int TcpTransport::take_stashed(int rank) {
 void TcpTransport::advance_dial(Dial& d, short revents) {
   if (d.phase == Dial::kIdle) {
     if (absl::Now() < d.retry_at) return;
+    d.hello.nonce = fresh_nonce();
+    d.out = encode_hello(d.hello);
     d.fd = ::socket(d.addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (d.fd < 0) return d.retry_later(absl::StrCat("socket: ", std::strerror(errno)));
     tune_socket_buffers(d.fd);  // before connecting, so the window scale can use them
@@ -462,8 +451,28 @@ void TcpTransport::advance_dial(Dial& d, short revents) {
     }
     d.got += static_cast<size_t>(n);
     if (d.got < d.in.size()) return;
-    d.fatal = check_ack(decode(d.in), init_, d.peer_rank, d.text);
-    if (d.fatal.ok()) d.phase = Dial::kDone;
+    d.fatal = check_ack(decode_ack(d.in.data()), init_, d.peer_rank, d.text);
+    if (!d.fatal.ok()) return;
+    if (!same_proof(decode_ack(d.in.data()).proof, listener_proof(init_.secret, d.out, d.in))) {
+      d.fatal = absl::PermissionDeniedError(absl::StrCat(
+          "tcp: rank ", init_.rank, " dialed rank ", d.peer_rank, " at ", d.text,
+          ", but the listener could not prove it knows the job secret: a stranger holds that "
+          "address, or the ranks were given different WEFT_JOB_SECRET values"));
+      return;
+    }
+    d.proof = dialer_proof(init_.secret, d.out, d.in);
+    d.phase = Dial::kSendingProof;
+    d.sent = 0;
+  }
+  if (d.phase == Dial::kSendingProof) {
+    const ssize_t n = ::send(d.fd, d.proof.data() + d.sent, d.proof.size() - d.sent,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      return d.retry_later(absl::StrCat("sending the proof failed: ", std::strerror(errno)));
+    }
+    d.sent += static_cast<size_t>(n);
+    if (d.sent == d.proof.size()) d.phase = Dial::kDone;
   }
 }
 

@@ -4,7 +4,9 @@
 // each pair of ranks the LOWER rank dials the higher rank's listener and sends a hello
 // (magic, version, job id, both ranks, communicator size); the higher rank checks it and
 // answers with an ack that carries its own identity and a verdict, so a dialer that
-// reached the wrong job or rank can say so at once instead of timing out.
+// reached the wrong job or rank can say so at once instead of timing out. Both prove they
+// know the job secret along the way (handshake.hpp); the listener takes the connection
+// only after the dialer's proof.
 //
 // Connections are lazy and connect() calls come in any order, so while a rank waits in
 // connect() for one peer it keeps serving its listener: hellos from other ranks are
@@ -26,12 +28,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "transport/tcp/handshake.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::tcp {
-
-/// Bytes of the hello a dialer sends and of the ack it gets back.
-inline constexpr size_t kHandshakeBytes = 32;
 
 class TcpTransport : public Transport {
  public:
@@ -52,13 +52,17 @@ class TcpTransport : public Transport {
 
  private:
   struct Dial;
-  /// An accepted connection whose hello has not fully arrived yet.
+  /// An accepted connection whose handshake has not finished: its hello is arriving, or
+  /// it was acked and its proof is arriving.
   struct Pending {
     int fd = -1;
     std::string from;  ///< the remote ip:port, for logs
     absl::Time accepted_at;
-    std::array<uint8_t, kHandshakeBytes> buf{};
+    std::array<uint8_t, kLongestMessage> buf{};
     size_t got = 0;
+    bool proving = false;  ///< acked; waiting for the dialer's proof
+    int claimed_rank = -1;
+    Proof expected{};
   };
 
   TcpTransport(const TransportInit& init, int listen_fd, std::string address);
@@ -66,10 +70,13 @@ class TcpTransport : public Transport {
   /// Accepts new connections and moves pending hellos on, without blocking.
   void serve_listener() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void accept_new() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Reads more of a pending hello; returns false once the connection is settled (stashed
-  /// or closed) and should leave the pending list.
-  bool read_hello(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void answer_hello(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Reads more of a pending handshake; returns false once the connection is settled
+  /// (stashed or closed) and should leave the pending list.
+  bool read_handshake(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Acks a complete hello (false: rejected and closed).
+  bool answer_hello(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Stashes the connection if its proof is right, else closes it.
+  void check_proof(Pending& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The stashed connection from `rank`, or -1; drops one the dialer has closed since.
   int take_stashed(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Moves a dial on as far as it goes without blocking; `revents` from its last poll.
