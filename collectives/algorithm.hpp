@@ -18,6 +18,9 @@ struct Algorithm {
   const char* description;
   RunFn run;
   bool needs_power_of_two_ranks = false;  ///< refused by name on other rank counts
+  /// Moves data in the call check's own pattern and carries the check in band
+  /// (AlgoContext::agreement); the others run the check's rounds first.
+  bool carries_agreement = false;
 };
 
 /// Every algorithm, grouped by collective; the first of each collective is its default.
@@ -39,6 +42,6 @@ absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args);
-absl::Status barrier_dissemination(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status barrier_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 
 }  // namespace weft

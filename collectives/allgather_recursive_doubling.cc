@@ -10,13 +10,18 @@
 //
 // The first exchange sends this rank's block straight from the caller's send buffer and
 // copies it into the output while waiting for the partner; later exchanges send it from there.
+// Each exchange starts with the call check's state, in band (collectives/call_check.hpp).
 
 #include "collectives/algorithm.hpp"
+#include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
 
 namespace weft {
 
 absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args) {
+  if (ctx.agreement == nullptr) {
+    return absl::InternalError("allgather (recursive doubling) run without its call check");
+  }
   const int n = ctx.size;  // a power of two: choose_algorithm refuses other counts
   const size_t block = args.count * args.elem_bytes();
   IdleCopy place_own(args.recv + static_cast<size_t>(ctx.rank) * block, args.send, block);
@@ -33,9 +38,15 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
     int out = 0, in = 0;  // blocks of the group fully sent / received
     size_t sent = 0;
     Landing landing = Landing::copy(block_of(theirs), block);
-    while (out < d || in < d) {
+    AgreementRound round(*ctx.agreement, n);
+    while (!round.sent() || !round.merged() || (round.data_follows() && (out < d || in < d))) {
       bool moved = false;
-      if (out < d) {
+      if (!round.sent()) {
+        auto k = round.send(**pair);
+        if (!k.ok()) return k.status();
+        moved |= *k > 0;
+      }
+      if (round.sent() && out < d && round.data_follows()) {
         const std::byte* from = d == 1 ? args.send : block_of(mine + out);
         auto k = (*pair)->offer_some(from + sent, block - sent);
         if (!k.ok()) return k.status();
@@ -43,7 +54,12 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
         moved |= *k > 0;
         if (sent == block) out++, sent = 0;
       }
-      if (in < d) {
+      if (!round.merged()) {
+        auto k = round.receive(**pair);
+        if (!k.ok()) return k.status();
+        moved |= *k > 0;
+      }
+      if (round.merged() && in < d && round.data_follows()) {
         auto got = receive_into(**pair, landing);
         if (!got.ok()) return got.status();
         moved |= *got > 0;

@@ -8,39 +8,69 @@
 // are bitwise equal for every supported op, so every rank ends with identical bits.
 //
 // An exchange needs no scratch buffer: the incoming vector is reduced into the output only
-// where the output has already been sent, so both directions stream at once.
+// where the output has already been sent, so both directions stream at once. Every message
+// starts with the call check's state (collectives/call_check.hpp): this algorithm moves data
+// in the check's own pattern, so the check rides along instead of costing rounds of its own.
 #include <cstring>
 
 #include "collectives/algorithm.hpp"
+#include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
 #include "src/copy.hpp"
 
 namespace weft {
 namespace {
 
-// Sends `buf` to `pair` while reducing the peer's copy into it.
+// Sends `buf` to `pair` while reducing the peer's copy into it, each side's call-check state
+// ahead of its vector. Once a mismatch is known the vectors stay put.
 absl::Status exchange(transport::Pair& pair, std::byte* buf, size_t bytes,
-                      const CollectiveArgs& args, ReduceFn fn, Waiter& waiter) {
+                      const CollectiveArgs& args, ReduceFn fn, CallAgreement& known, int n,
+                      Waiter& waiter) {
+  AgreementRound round(known, n);
   size_t sent = 0;
+  if (bytes <= AgreementRound::kCarryBytes && round.data_follows()) {
+    round.carry(buf, bytes);  // copied: the landing may overwrite buf at once
+    sent = bytes;
+  }
   Landing landing = Landing::reduce(buf, buf, bytes, fn, args.elem_bytes());
-  while (sent < bytes || !landing.done()) {
+  while (!round.sent() || !round.merged() ||
+         (round.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
-    if (sent < bytes) {
+    if (!round.sent()) {
+      auto k = round.send(pair);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (round.sent() && sent < bytes && round.data_follows()) {
       auto n = pair.send_some(buf + sent, bytes - sent);
       if (!n.ok()) return n.status();
       sent += *n;
       moved |= *n > 0;
     }
-    // Never overwrite bytes that have not left yet.
-    auto got = receive_into(pair, landing, sent - landing.accepted());
-    if (!got.ok()) return got.status();
-    moved |= *got > 0;
+    if (!round.merged()) {
+      auto k = round.receive(pair);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (round.merged() && round.data_follows()) {
+      // Never overwrite bytes that have not left yet.
+      auto got = receive_into(pair, landing, sent - landing.accepted());
+      if (!got.ok()) return got.status();
+      moved |= *got > 0;
+    }
     if (absl::Status s = waiter.after_pass(moved, &pair); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes, Waiter& waiter) {
+// Our state, then (unless a mismatch is known) the vector.
+absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes,
+                      CallAgreement& known, int n, Waiter& waiter) {
+  AgreementRound round(known, n);
+  const bool carried = bytes <= AgreementRound::kCarryBytes && round.data_follows();
+  if (carried) round.carry(buf, bytes);
+  if (absl::Status s = state_round(&pair, nullptr, round, waiter); !s.ok()) return s;
+  if (carried || !round.data_follows()) return absl::OkStatus();
   for (size_t sent = 0; sent < bytes;) {
     auto n = pair.send_some(buf + sent, bytes - sent);
     if (!n.ok()) return n.status();
@@ -50,8 +80,12 @@ absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes,
   return absl::OkStatus();
 }
 
-absl::Status receive_all(transport::Pair& pair, Landing landing, Waiter& waiter) {
-  while (!landing.done()) {
+// The peer's state, then (unless a mismatch is known) its vector.
+absl::Status receive_all(transport::Pair& pair, Landing landing, CallAgreement& known, int n,
+                         Waiter& waiter) {
+  AgreementRound round(known, n);
+  if (absl::Status s = state_round(nullptr, &pair, round, waiter); !s.ok()) return s;
+  while (round.data_follows() && !landing.done()) {
     auto got = receive_into(pair, landing);
     if (!got.ok()) return got.status();
     if (absl::Status s = waiter.after_pass(*got > 0, &pair); !s.ok()) return s;
@@ -62,6 +96,10 @@ absl::Status receive_all(transport::Pair& pair, Landing landing, Waiter& waiter)
 }  // namespace
 
 absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args) {
+  if (ctx.agreement == nullptr) {
+    return absl::InternalError("allreduce (recursive doubling) run without its call check");
+  }
+  CallAgreement& known = *ctx.agreement;
   const size_t bytes = args.count * args.elem_bytes();
   if (args.send != args.recv) copy_bytes(args.recv, args.send, bytes);
   const int n = ctx.size;
@@ -77,8 +115,12 @@ absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const Collecti
   if (p >= pow2) {  // an extra: hand over the vector, get the result back
     auto partner = link(p - pow2);
     if (!partner.ok()) return partner.status();
-    if (absl::Status s = send_all(**partner, args.recv, bytes, waiter); !s.ok()) return s;
-    return receive_all(**partner, Landing::copy(args.recv, bytes), waiter);
+    if (absl::Status s = send_all(**partner, args.recv, bytes, known, n, waiter);
+        !s.ok()) {
+      return s;
+    }
+    return receive_all(**partner, Landing::copy(args.recv, bytes), known, n,
+                       waiter);
   }
   transport::Pair* extra = nullptr;
   if (p < n - pow2) {
@@ -86,15 +128,22 @@ absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const Collecti
     if (!e.ok()) return e.status();
     extra = *e;
     Landing fold = Landing::reduce(args.recv, args.recv, bytes, fn, args.elem_bytes());
-    if (absl::Status s = receive_all(*extra, fold, waiter); !s.ok()) return s;
+    if (absl::Status s = receive_all(*extra, fold, known, n, waiter); !s.ok()) {
+      return s;
+    }
   }
   for (int mask = 1; mask < pow2; mask *= 2) {
     auto peer = link(p ^ mask);
     if (!peer.ok()) return peer.status();
-    if (absl::Status s = exchange(**peer, args.recv, bytes, args, fn, waiter); !s.ok()) return s;
+    if (absl::Status s = exchange(**peer, args.recv, bytes, args, fn, known, n, waiter);
+        !s.ok()) {
+      return s;
+    }
   }
   if (args.op == ReduceOp::kAvg) finish_average(args.recv, args.count, args.type, n);
-  if (extra != nullptr) return send_all(*extra, args.recv, bytes, waiter);
+  if (extra != nullptr) {
+    return send_all(*extra, args.recv, bytes, known, n, waiter);
+  }
   return absl::OkStatus();
 }
 

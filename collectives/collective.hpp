@@ -62,12 +62,17 @@ struct Relay {
   size_t capacity = 0;  ///< a multiple of 8, so an element never straddles the wrap
 };
 
+struct CallAgreement;  // collectives/call_check.hpp
+
 struct AlgoContext {
   int rank = 0;
   int size = 1;
   const Schedule* schedule = nullptr;
   LinkProvider* links = nullptr;
   Relay relay;
+  /// For algorithms that carry the call check in band (Algorithm::carries_agreement): this
+  /// rank's agreement so far, to send ahead of each round's data and merge into.
+  CallAgreement* agreement = nullptr;
 };
 
 }  // namespace weft

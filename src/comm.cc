@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "collectives/call_check.hpp"
 #include "src/router.hpp"
 
 namespace weft::detail {
@@ -174,8 +175,25 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   ctx.schedule = &schedule_;
   ctx.links = this;
   ctx.relay = Relay{relay_.get(), relay_bytes_};
-  if (args.count == 0 && args.kind != CollectiveKind::kBarrier) return absl::OkStatus();
-  absl::Status s = (*algorithm)->run(ctx, args);
+  // Every call, even one with nothing to move, first agrees with the other ranks that they
+  // make the same call: in band for the algorithms that move data in the check's pattern,
+  // in rounds of its own before the others (collectives/call_check.hpp).
+  const Algorithm& chosen = **algorithm;
+  CallAgreement known;
+  known.reference_rank = static_cast<uint32_t>(rank_);
+  known.reference = CallSignature::of(calls_++, args,
+                                      static_cast<uint8_t>(&chosen - all_algorithms().data()));
+  const bool moves_data = args.count > 0 || args.kind == CollectiveKind::kBarrier;
+  absl::Status s;
+  if (chosen.carries_agreement && moves_data) {
+    ctx.agreement = &known;
+    s = chosen.run(ctx, args);
+    if (s.ok()) s = known.verdict();
+  } else {
+    s = agree(ctx, known, args.deadline);
+    if (s.ok()) s = known.verdict();
+    if (s.ok() && moves_data) s = chosen.run(ctx, args);
+  }
   if (!s.ok()) {
     failure_ = s;
     // Closing every link tells all peers at once, not only the ones this rank was waiting

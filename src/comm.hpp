@@ -34,8 +34,9 @@ class Comm : public LinkProvider {
   const Topology& topology() const { return topology_; }
   const Config& config() const { return config_; }
 
-  /// Validates, chooses the algorithm and runs one collective. After a failure the
-  /// communicator refuses further calls: links may hold a half-sent message.
+  /// Validates, chooses the algorithm, agrees with the other ranks that they make the same
+  /// call (collectives/call_check.hpp) and runs it. After a failure the communicator refuses
+  /// further calls: links may hold a half-sent message.
   absl::Status run(CollectiveArgs args, const CallOptions& options);
 
   absl::StatusOr<transport::Pair*> link(int peer, Deadline deadline) override;
@@ -56,6 +57,7 @@ class Comm : public LinkProvider {
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
   absl::Status failure_;
+  uint32_t calls_ = 0;  // collectives started: the call check's sequence number
 };
 
 }  // namespace weft::detail

@@ -1,0 +1,283 @@
+#include "collectives/call_check.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/algorithm.hpp"
+#include "collectives/stream.hpp"
+
+namespace weft {
+namespace {
+
+constexpr uint16_t kMagic = 0x4357;  // "WC"
+constexpr uint8_t kVersion = 1;
+constexpr size_t kSignatureBytes = 20;
+
+// The wire is little-endian, as are the hosts weft runs on; this runs on every call, so
+// fields move with single loads and stores.
+static_assert(std::endian::native == std::endian::little);
+
+template <typename T>
+void put(std::byte*& out, T v) {
+  std::memcpy(out, &v, sizeof v);
+  out += sizeof v;
+}
+
+template <typename T>
+T get(const std::byte*& in) {
+  T v;
+  std::memcpy(&v, in, sizeof v);
+  in += sizeof v;
+  return v;
+}
+
+void put_signature(std::byte*& out, const CallSignature& s) {
+  put<uint32_t>(out, s.sequence);
+  put<uint64_t>(out, s.count);
+  put<uint8_t>(out, static_cast<uint8_t>(s.kind));
+  put<uint8_t>(out, static_cast<uint8_t>(s.type));
+  put<uint8_t>(out, static_cast<uint8_t>(s.op));
+  put<uint8_t>(out, s.algorithm);
+  put<uint32_t>(out, static_cast<uint32_t>(s.root));
+}
+
+CallSignature get_signature(const std::byte*& in) {
+  CallSignature s;
+  s.sequence = get<uint32_t>(in);
+  s.count = get<uint64_t>(in);
+  s.kind = static_cast<CollectiveKind>(get<uint8_t>(in));
+  s.type = static_cast<DataType>(get<uint8_t>(in));
+  s.op = static_cast<ReduceOp>(get<uint8_t>(in));
+  s.algorithm = get<uint8_t>(in);
+  s.root = static_cast<int32_t>(get<uint32_t>(in));
+  return s;
+}
+
+bool reduces(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
+}
+
+// Whether `s` names a call this build knows; a peer of another version or garbage does not.
+bool well_formed(const CallSignature& s, int nranks) {
+  const auto& algorithms = all_algorithms();
+  return static_cast<int>(s.kind) < kNumCollectiveKinds && is_valid(s.type) && is_valid(s.op) &&
+         s.algorithm < algorithms.size() && algorithms[s.algorithm].kind == s.kind &&
+         s.root >= -1 && s.root < nranks;
+}
+
+}  // namespace
+
+CallSignature CallSignature::of(uint32_t sequence, const CollectiveArgs& args,
+                                uint8_t algorithm) {
+  CallSignature s;
+  s.sequence = sequence;
+  s.kind = args.kind;
+  s.algorithm = algorithm;
+  if (args.kind != CollectiveKind::kBarrier) {
+    s.count = args.count;
+    s.type = args.type;
+  }
+  if (reduces(args.kind)) s.op = args.op;
+  if (args.kind == CollectiveKind::kBroadcast) s.root = args.root;
+  return s;
+}
+
+std::string CallSignature::describe() const {
+  std::string out = absl::StrCat("call #", sequence, ": ", name_of(kind));
+  if (kind != CollectiveKind::kBarrier) absl::StrAppend(&out, " of ", count, " ", name_of(type));
+  if (reduces(kind)) absl::StrAppend(&out, ", ", name_of(op));
+  if (kind == CollectiveKind::kBroadcast) absl::StrAppend(&out, " from root ", root);
+  const auto& algorithms = all_algorithms();
+  if (algorithm < algorithms.size()) absl::StrAppend(&out, " (", algorithms[algorithm].name, ")");
+  return out;
+}
+
+void CallAgreement::merge(const CallAgreement& other) {
+  const CallAgreement* low = this;
+  const CallAgreement* high = &other;
+  if (high->reference_rank < low->reference_rank) std::swap(low, high);
+  CallAgreement merged = *low;  // the lower reference is the reference of both
+  // The lowest rank of `high` that differs from the new reference: its own first differing
+  // rank when the references agree, else its reference rank (the lowest of its ranks).
+  uint32_t candidate = high->reference == low->reference ? high->differing_rank : high->reference_rank;
+  const CallSignature& candidate_signature =
+      high->reference == low->reference ? high->differing : high->reference;
+  if (candidate < merged.differing_rank) {
+    merged.differing_rank = candidate;
+    merged.differing = candidate_signature;
+  }
+  *this = merged;
+}
+
+constexpr uint8_t kDiffers = 1;  // flags: a differing rank follows the head
+
+size_t CallAgreement::encode(std::byte* out) const {
+  const bool differs = differing_rank != kNoRank;
+  put<uint16_t>(out, kMagic);
+  put<uint8_t>(out, kVersion);
+  put<uint8_t>(out, differs ? kDiffers : 0);
+  put<uint32_t>(out, reference_rank);
+  put_signature(out, reference);
+  if (!differs) return kHeadBytes;
+  put<uint32_t>(out, differing_rank);
+  put_signature(out, differing);
+  return kWireBytes;
+}
+
+size_t CallAgreement::wire_bytes(const std::byte* head) {
+  return std::to_integer<uint8_t>(head[3]) == kDiffers ? kWireBytes : kHeadBytes;
+}
+
+absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t len, int nranks) {
+  static_assert(kHeadBytes == 8 + kSignatureBytes && kWireBytes == kHeadBytes + 4 + kSignatureBytes);
+  if (len < kHeadBytes || len != wire_bytes(in)) {
+    return absl::InvalidArgumentError(absl::StrCat("call check of ", len, " bytes"));
+  }
+  const uint16_t magic = get<uint16_t>(in);
+  const uint8_t version = get<uint8_t>(in);
+  const uint8_t flags = get<uint8_t>(in);
+  if (magic != kMagic || version != kVersion || (flags & ~kDiffers) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "call check with magic ", magic, " version ", version, ", not a weft ", kVersion,
+        " call check: are all ranks running the same weft?"));
+  }
+  CallAgreement a;
+  a.reference_rank = get<uint32_t>(in);
+  a.reference = get_signature(in);
+  if (flags & kDiffers) {
+    a.differing_rank = get<uint32_t>(in);
+    a.differing = get_signature(in);
+    if (a.differing_rank == kNoRank) {
+      return absl::InvalidArgumentError("malformed call check: a differing rank of none");
+    }
+  }
+  const uint32_t ranks = static_cast<uint32_t>(nranks);
+  if (a.reference_rank >= ranks || !well_formed(a.reference, nranks) ||
+      (a.differing_rank != kNoRank &&
+       (a.differing_rank >= ranks || a.differing_rank <= a.reference_rank ||
+        !well_formed(a.differing, nranks)))) {
+    return absl::InvalidArgumentError("malformed call check: ranks or call out of range");
+  }
+  return a;
+}
+
+absl::Status CallAgreement::verdict() const {
+  if (differing_rank == kNoRank) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "ranks disagree on the collective call: rank ", reference_rank, " made ",
+      reference.describe(), ", but rank ", differing_rank, " made ", differing.describe(),
+      ". Every rank must make the same calls, in the same order, with the same count, type, "
+      "op and root"));
+}
+
+AgreementRound::AgreementRound(CallAgreement& known, int nranks)
+    : known_(known), nranks_(nranks), out_len_(known.encode(out_)) {}
+
+void AgreementRound::carry(const std::byte* data, size_t len) {
+  std::memcpy(out_ + out_len_, data, std::min(len, kCarryBytes));
+  out_len_ += std::min(len, kCarryBytes);
+}
+
+absl::StatusOr<size_t> AgreementRound::send(transport::Pair& pair) {
+  if (sent()) return size_t{0};
+  auto n = pair.send_some(out_ + sent_, out_len_ - sent_);
+  if (n.ok()) sent_ += *n;
+  return n;
+}
+
+absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
+  if (merged_) return size_t{0};
+  // Exactly the state: whatever follows it is the round's data, for the caller.
+  auto n = pair.recv_into(in_ + got_, in_len_ - got_);
+  if (!n.ok()) return n;
+  got_ += *n;
+  if (got_ == CallAgreement::kHeadBytes) in_len_ = CallAgreement::wire_bytes(in_);
+  if (got_ == in_len_ && agrees_with_ours()) {
+    // The usual case, on every call: the partner's head is ours but for the reference rank.
+    uint32_t rank = 0;
+    std::memcpy(&rank, in_ + 4, sizeof rank);
+    if (rank < static_cast<uint32_t>(nranks_)) {
+      known_.reference_rank = std::min(known_.reference_rank, rank);
+      merged_ = true;
+      return n;
+    }
+  }
+  if (got_ == in_len_) {
+    auto heard = CallAgreement::decode(in_, in_len_, nranks_);
+    if (!heard.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("call check from rank ", pair.peer(), ": ",
+                                                     heard.status().message()));
+    }
+    known_.merge(*heard);
+    merged_ = true;
+  }
+  return n;
+}
+
+bool AgreementRound::agrees_with_ours() const {
+  // Both heads say "no differing rank" and carry the same signature, so the merge could only
+  // lower the reference rank; the signature bytes are ours, hence well formed.
+  constexpr size_t kSignatureAt = 8;
+  return in_len_ == CallAgreement::kHeadBytes && sent_ <= out_len_ &&
+         std::memcmp(in_, out_, 4) == 0 && std::to_integer<uint8_t>(out_[3]) == 0 &&
+         std::memcmp(in_ + kSignatureAt, out_ + kSignatureAt, kSignatureBytes) == 0;
+}
+
+absl::Status state_round(transport::Pair* to, transport::Pair* from, AgreementRound& round,
+                         Waiter& waiter) {
+  while ((to != nullptr && !round.sent()) || (from != nullptr && !round.merged())) {
+    bool moved = false;
+    if (to != nullptr) {
+      auto k = round.send(*to);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (from != nullptr) {
+      auto k = round.receive(*from);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (absl::Status s = waiter.after_pass(moved, to, from); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status agree(const AlgoContext& ctx, CallAgreement& known, Deadline deadline) {
+  const int n = ctx.size;
+  if (n == 1) return absl::OkStatus();
+  const Schedule& ring = *ctx.schedule;
+  const int p = ring.position_of(ctx.rank);
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  Waiter waiter("the call check before a collective", deadline);
+  auto link = [&](int position) { return ctx.links->link(ring.rank_at(position), deadline); };
+  // Each round starts from what is known by then.
+  std::optional<AgreementRound> current;
+  auto round = [&]() -> AgreementRound& { return current.emplace(known, n); };
+  if (p >= pow2) {  // an extra: hand over the state, get the agreement back
+    auto partner = link(p - pow2);
+    if (!partner.ok()) return partner.status();
+    if (absl::Status s = state_round(*partner, nullptr, round(), waiter); !s.ok()) return s;
+    return state_round(nullptr, *partner, round(), waiter);
+  }
+  transport::Pair* extra = nullptr;
+  if (p < n - pow2) {
+    auto e = link(p + pow2);
+    if (!e.ok()) return e.status();
+    extra = *e;
+    if (absl::Status s = state_round(nullptr, extra, round(), waiter); !s.ok()) return s;
+  }
+  for (int mask = 1; mask < pow2; mask *= 2) {
+    auto peer = link(p ^ mask);
+    if (!peer.ok()) return peer.status();
+    if (absl::Status s = state_round(*peer, *peer, round(), waiter); !s.ok()) return s;
+  }
+  if (extra != nullptr) return state_round(extra, nullptr, round(), waiter);
+  return absl::OkStatus();
+}
+
+}  // namespace weft

@@ -1,0 +1,127 @@
+// Call agreement: before any data moves, the ranks check that they all make the same call.
+//
+// A rank that calls allreduce while another calls allgather, or passes another count, type,
+// op, root or algorithm, would otherwise hang or mix unrelated bytes into a result. Each rank
+// starts from its own call's signature and merges what it hears into an agreement: the
+// signature of the lowest rank, and the lowest rank whose signature differs from it. The
+// merge is idempotent and order-free, and both partners of an exchange end it with the same
+// agreement, so after the last round every rank holds the same one and a mismatch fails
+// every rank with the same message naming both sides.
+//
+// The rounds follow recursive doubling on ring positions: with P the largest power of two
+// <= N, the N-P extra positions hand their state to a partner among the first N-P, the first
+// P exchange with the position at distance 1, 2, 4, ... (XOR), and partners hand the result
+// back. Small-message algorithms that move data in that very pattern (allreduce and
+// allgather by recursive doubling, the barrier) carry the state in band, ahead of each
+// round's data (AgreementRound), so the check costs them no extra round trip; every other
+// algorithm runs the rounds on their own first (agree()). Because both use one pattern and
+// one message, ranks that picked different algorithms still meet and agree. Once a round
+// shows a mismatch, both partners skip that round's data and the rest carry states only.
+//
+// Wire format (integers little-endian), 28 bytes while the ranks agree, 52 once they do not:
+//   u16 magic "WC"  u8 version  u8 flags (1: a differing rank follows)
+//   u32 reference rank  reference signature (20 bytes)
+//   [u32 differing rank  differing signature (20 bytes)]
+// A signature: u32 sequence number, u64 count, u8 collective, u8 type, u8 op, u8 algorithm
+// (registry index), i32 root (-1 unless broadcast). Small enough that an 8-byte allreduce's
+// state and data share one 64-byte shared-memory cell.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "collectives/collective.hpp"
+#include "collectives/stream.hpp"
+#include "weft/types.hpp"
+
+namespace weft {
+
+/// What must be equal on every rank for one call. Fields a collective ignores are zero, so
+/// that e.g. the op passed to an allgather cannot cause a mismatch.
+struct CallSignature {
+  uint32_t sequence = 0;  ///< calls made on this communicator before this one
+  uint64_t count = 0;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  uint8_t algorithm = 0;  ///< index in all_algorithms()
+  int32_t root = -1;
+
+  /// The signature of `args` run with all_algorithms()[algorithm].
+  static CallSignature of(uint32_t sequence, const CollectiveArgs& args, uint8_t algorithm);
+  bool operator==(const CallSignature&) const = default;
+  /// "call #12: allreduce of 1024 float, sum (ring)".
+  std::string describe() const;
+};
+
+/// What one rank knows about the ranks it has heard from.
+struct CallAgreement {
+  static constexpr uint32_t kNoRank = 0xffffffffu;
+  static constexpr size_t kHeadBytes = 28;  ///< all of it while no rank differs
+  static constexpr size_t kWireBytes = 52;  ///< the most it takes
+
+  uint32_t reference_rank = 0;
+  CallSignature reference;
+  uint32_t differing_rank = kNoRank;
+  CallSignature differing;
+
+  void merge(const CallAgreement& other);
+  /// Writes kHeadBytes or kWireBytes bytes and returns how many.
+  size_t encode(std::byte* out) const;
+  /// How many bytes the message whose first kHeadBytes are `head` takes in all.
+  static size_t wire_bytes(const std::byte* head);
+  /// Bounds-checks everything: the length, ranks below `nranks`, known enumerators, a known
+  /// algorithm.
+  static absl::StatusOr<CallAgreement> decode(const std::byte* in, size_t len, int nranks);
+  /// OK when no rank differs; otherwise the InvalidArgument every rank returns.
+  absl::Status verdict() const;
+};
+
+/// Runs the agreement rounds on their own, merging into `known` (which starts as this rank's
+/// own signature); afterwards known.verdict() is the same on every rank.
+absl::Status agree(const AlgoContext& ctx, CallAgreement& known, Deadline deadline);
+
+/// One round's state in band: ours goes out ahead of the round's data and the partner's is
+/// read ahead of its data, then merged. Data follows only while no mismatch is known.
+class AgreementRound {
+ public:
+  /// Snapshots `known` to send; merges the partner's state into it on arrival.
+  AgreementRound(CallAgreement& known, int nranks);
+
+  /// Up to this many bytes of the round's data can ride in the same send as the state.
+  static constexpr size_t kCarryBytes = 192;
+  /// Appends a small payload (len <= kCarryBytes) to our state: both leave in one send, so a
+  /// small message costs the link one write. The payload is copied now.
+  void carry(const std::byte* data, size_t len);
+
+  /// Move what is left of our state out / the partner's state in; return the bytes moved.
+  absl::StatusOr<size_t> send(transport::Pair& pair);
+  absl::StatusOr<size_t> receive(transport::Pair& pair);
+
+  bool sent() const { return sent_ == out_len_; }
+  bool merged() const { return merged_; }
+  /// Whether this round's data moves: not once a mismatch is known (both partners then know).
+  bool data_follows() const { return known_.differing_rank == CallAgreement::kNoRank; }
+
+ private:
+  bool agrees_with_ours() const;
+
+  CallAgreement& known_;
+  int nranks_;
+  std::byte out_[CallAgreement::kWireBytes + kCarryBytes];
+  std::byte in_[CallAgreement::kWireBytes];
+  size_t out_len_ = 0;
+  size_t sent_ = 0;
+  size_t got_ = 0;
+  size_t in_len_ = CallAgreement::kHeadBytes;  // until the head says more follows
+  bool merged_ = false;
+};
+
+/// Moves `round`'s state out over `to` and the partner's in over `from` (either may be null).
+absl::Status state_round(transport::Pair* to, transport::Pair* from, AgreementRound& round,
+                         Waiter& waiter);
+
+}  // namespace weft

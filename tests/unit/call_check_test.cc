@@ -1,0 +1,274 @@
+// The call check: ranks that disagree on a call (collective, count, type, op, root, order)
+// all fail with the same message naming both sides, within the deadline; ranks that agree
+// are not disturbed. The agreement's merge and wire format are checked on their own first.
+#include "collectives/call_check.hpp"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "collectives/algorithm.hpp"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/scoped_env.hpp"
+#include "weft/weft.hpp"
+
+namespace weft {
+namespace {
+
+using ::testing::HasSubstr;
+using weft::testing::LoopbackEnv;
+using weft::testing::ScopedEnv;
+
+const auto* const kLoopbackEnv = ::testing::AddGlobalTestEnvironment(new LoopbackEnv);
+
+CallSignature signature(uint32_t sequence, CollectiveKind kind, size_t count,
+                        DataType type = DataType::kFloat32, ReduceOp op = ReduceOp::kSum,
+                        int root = 0) {
+  CollectiveArgs args;
+  args.kind = kind, args.count = count, args.type = type, args.op = op, args.root = root;
+  uint8_t algorithm = 0;
+  while (all_algorithms()[algorithm].kind != kind) ++algorithm;
+  return CallSignature::of(sequence, args, algorithm);
+}
+
+CallAgreement own(uint32_t rank, const CallSignature& s) {
+  CallAgreement a;
+  a.reference_rank = rank;
+  a.reference = s;
+  return a;
+}
+
+// Whatever order and grouping the merges take, every rank ends with the same agreement: the
+// lowest rank's signature and the lowest rank that differs from it.
+TEST(CallAgreement, MergeIsOrderFreeAndFindsTheLowestDifferingRank) {
+  std::mt19937_64 rng(12345);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 9);
+    std::vector<CallSignature> sigs;
+    for (int r = 0; r < n; ++r) {
+      sigs.push_back(signature(7, CollectiveKind::kAllreduce, rng() % 4 == 0 ? 2 : 1));
+    }
+    int expected = -1;
+    for (int r = 1; r < n && expected < 0; ++r) {
+      if (!(sigs[r] == sigs[0])) expected = r;
+    }
+    // Random merge tree: repeatedly merge two random groups.
+    std::vector<CallAgreement> groups;
+    for (int r = 0; r < n; ++r) groups.push_back(own(r, sigs[r]));
+    while (groups.size() > 1) {
+      const size_t i = rng() % groups.size();
+      size_t j = rng() % groups.size();
+      if (i == j) continue;
+      groups[i].merge(groups[j]);
+      if (rng() % 3 == 0) groups[i].merge(groups[j]);  // hearing twice changes nothing
+      groups.erase(groups.begin() + static_cast<long>(j));
+    }
+    const CallAgreement& all = groups[0];
+    EXPECT_EQ(all.reference_rank, 0u);
+    if (expected < 0) {
+      EXPECT_EQ(all.differing_rank, CallAgreement::kNoRank) << "trial " << trial;
+      EXPECT_TRUE(all.verdict().ok());
+    } else {
+      EXPECT_EQ(all.differing_rank, static_cast<uint32_t>(expected)) << "trial " << trial;
+      EXPECT_TRUE(all.differing == sigs[expected]);
+    }
+  }
+}
+
+TEST(CallAgreement, VerdictNamesBothSides) {
+  CallAgreement a = own(0, signature(3, CollectiveKind::kAllreduce, 1024));
+  a.merge(own(2, signature(3, CollectiveKind::kAllgather, 1024)));
+  const absl::Status v = a.verdict();
+  EXPECT_EQ(v.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(v.message(), HasSubstr("rank 0 made call #3: allreduce of 1024 float, sum (ring)"));
+  EXPECT_THAT(v.message(), HasSubstr("rank 2 made call #3: allgather of 1024 float (ring)"));
+}
+
+TEST(CallAgreement, WireRoundTripsAndRejectsWhatIsNotACallCheck) {
+  CallAgreement a = own(1, signature(9, CollectiveKind::kBroadcast, 77, DataType::kInt8,
+                                     ReduceOp::kMax, 3));
+  a.merge(own(4, signature(9, CollectiveKind::kBroadcast, 77, DataType::kInt8, ReduceOp::kSum, 2)));
+  std::byte wire[CallAgreement::kWireBytes];
+  ASSERT_EQ(a.encode(wire), CallAgreement::kWireBytes) << "a differing rank takes the long form";
+  auto back = CallAgreement::decode(wire, sizeof wire, 5);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->reference_rank, 1u);
+  EXPECT_TRUE(back->reference == a.reference);
+  EXPECT_EQ(back->differing_rank, 4u);
+  EXPECT_TRUE(back->differing == a.differing);
+  EXPECT_EQ(back->reference.op, ReduceOp::kSum) << "broadcast ignores the op";
+
+  const CallAgreement agreeing = own(0, signature(1, CallSignature{}.kind, 5));
+  std::byte short_wire[CallAgreement::kWireBytes];
+  ASSERT_EQ(agreeing.encode(short_wire), CallAgreement::kHeadBytes);
+  EXPECT_EQ(CallAgreement::wire_bytes(short_wire), CallAgreement::kHeadBytes);
+  auto agreed = CallAgreement::decode(short_wire, CallAgreement::kHeadBytes, 1);
+  ASSERT_TRUE(agreed.ok()) << agreed.status();
+  EXPECT_EQ(agreed->differing_rank, CallAgreement::kNoRank);
+  EXPECT_TRUE(agreed->reference == agreeing.reference);
+
+  EXPECT_FALSE(CallAgreement::decode(wire, sizeof wire - 1, 5).ok());
+  EXPECT_FALSE(CallAgreement::decode(wire, sizeof wire, 4).ok()) << "rank 4 of 4 ranks";
+  // Every single-byte corruption is either refused or still a well-formed agreement.
+  for (size_t i = 0; i < sizeof wire; ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::byte bad[sizeof wire];
+      std::copy(wire, wire + sizeof wire, bad);
+      bad[i] ^= std::byte(1 << bit);
+      auto d = CallAgreement::decode(bad, sizeof bad, 5);
+      if (i < 4) EXPECT_FALSE(d.ok()) << "magic/version byte " << i;
+      if (d.ok()) {
+        EXPECT_LT(d->reference_rank, 5u);
+        EXPECT_LT(static_cast<int>(d->reference.kind), kNumCollectiveKinds);
+      }
+    }
+  }
+}
+
+// ---- real communicators, one thread per rank ----
+
+constexpr int kRanks = 4;
+constexpr size_t kCount = 1000;
+
+using Comms = std::vector<std::unique_ptr<Communicator>>;
+
+Comms make_comms(int n) {
+  auto id = make_unique_id();
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (!id.ok()) return {};
+  std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> created(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { created[r] = Communicator::create(*id, r, n); });
+  }
+  for (auto& t : threads) t.join();
+  Comms comms;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(created[r].ok()) << "rank " << r << ": " << created[r].status();
+    if (!created[r].ok()) return {};
+    comms.push_back(*std::move(created[r]));
+  }
+  return comms;
+}
+
+// One rank's calls: after a matching allreduce, the call under test, which `odd_rank` makes
+// differently.
+using Call = std::function<absl::Status(Communicator&, bool odd, std::vector<float>& buf)>;
+
+struct Mismatch {
+  const char* name;
+  Call call;
+  const char* expect;  // in the message
+};
+
+class CallCheckTest : public ::testing::TestWithParam<std::tuple<const char*, Mismatch>> {};
+
+TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
+  const auto& [transport, mismatch] = GetParam();
+  ScopedEnv env("WEFT_TRANSPORT", transport);
+  Comms comms = make_comms(kRanks);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  constexpr int kOdd = 2;
+  std::vector<absl::Status> first(kRanks), second(kRanks);
+  std::vector<absl::Duration> took(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<float> buf(kCount * kRanks, 1.0f);
+      first[r] = comms[r]->allreduce(buf.data(), buf.data(), kCount, DataType::kFloat32);
+      const absl::Time start = absl::Now();
+      second[r] = mismatch.call(*comms[r], r == kOdd, buf);
+      took[r] = absl::Now() - start;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_TRUE(first[r].ok()) << "rank " << r << ": " << first[r];
+    EXPECT_EQ(second[r].code(), absl::StatusCode::kInvalidArgument) << "rank " << r << ": " << second[r];
+    EXPECT_THAT(second[r].message(), HasSubstr("ranks disagree on the collective call"));
+    EXPECT_THAT(second[r].message(), HasSubstr(mismatch.expect));
+    EXPECT_THAT(second[r].message(), HasSubstr(absl::StrCat("rank ", kOdd, " made")));
+    // The same words on every rank, after the "rank N: " prefix that says who reports it.
+    EXPECT_EQ(second[r].message().substr(second[r].message().find(':')),
+              second[0].message().substr(second[0].message().find(':')));
+    EXPECT_LT(took[r], absl::Seconds(10)) << "WEFT_TIMEOUT is 10 s in these tests";
+  }
+}
+
+const Mismatch kMismatches[] = {
+    {"count",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allreduce(b.data(), b.data(), odd ? kCount - 1 : kCount, DataType::kFloat32);
+     },
+     "of 999 float"},
+    {"type",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allreduce(b.data(), b.data(), kCount, odd ? DataType::kInt32 : DataType::kFloat32);
+     },
+     "of 1000 int32"},
+    {"op",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       AllreduceOptions o;
+       o.op = odd ? ReduceOp::kMax : ReduceOp::kSum;
+       return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32, o);
+     },
+     "float, max"},
+    {"root",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       BroadcastOptions o;
+       o.root = odd ? 1 : 0;
+       return c.broadcast(b.data(), b.data(), kCount, DataType::kFloat32, o);
+     },
+     "from root 1"},
+    {"collective",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       if (odd) return c.allgather(b.data(), b.data(), kCount, DataType::kFloat32);
+       return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32);
+     },
+     "allgather of 1000 float"},
+    {"order",  // the odd rank slips in a barrier before the allreduce the others make
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       if (odd) {
+         if (absl::Status s = c.barrier(); !s.ok()) return s;
+       }
+       return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32);
+     },
+     "made call #1: barrier"},
+    {"zero_count",  // a rank with nothing to send still takes part in the check
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allreduce(b.data(), b.data(), odd ? 0 : kCount, DataType::kFloat32);
+     },
+     "of 0 float"},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Mismatches, CallCheckTest,
+    ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::ValuesIn(kMismatches)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
+    });
+
+// Matching calls that differ only in what a collective ignores are not a mismatch.
+TEST(CallCheck, IgnoredArgumentsDoNotCount) {
+  Comms comms = make_comms(3);
+  ASSERT_EQ(comms.size(), 3u);
+  std::vector<absl::Status> st(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<float> buf(30, 1.0f);
+      AllgatherOptions ag;  // no op to differ in
+      st[r] = comms[r]->allgather(buf.data() + 10 * r, buf.data(), 10, DataType::kFloat32, ag);
+      if (st[r].ok()) st[r] = comms[r]->barrier();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+}
+
+}  // namespace
+}  // namespace weft
