@@ -27,6 +27,7 @@
 #include "src/deadline.hpp"
 #include "src/peer_info.hpp"
 #include "transport/shm/context.hpp"
+#include "transport/shm/ring.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/context.hpp"
 #include "transport/tcp/handshake.hpp"
@@ -459,6 +460,32 @@ TEST(ShmTransport, AnOfferResumesOnlyWhereItLeftOff) {
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_EQ(*taken, x.size());
   EXPECT_EQ(a->stats().bytes_sent_single_copy, x.size());
+}
+
+// The peer writes the cell tags; the reader checks each before it trusts the count in it.
+TEST(ShmTransport, CorruptCellsAreRefusedNotFollowed) {
+  constexpr uint64_t kFirstCell = uint64_t{1} << 32;  // sequence number 1
+  const uint64_t bad_tags[] = {
+      kFirstCell | 0,                                       // empty
+      kFirstCell | shm::Cell::kBulk | shm::Cell::kOffer | 8,  // two kinds
+      kFirstCell | 57,                                      // inline, longer than a cell
+      kFirstCell | shm::Cell::kBulk | (1 << 20),            // bulk, past the stretch limit
+      kFirstCell | shm::Cell::kOffer | 4096,                // an offer nobody allowed
+  };
+  for (const uint64_t tag : bad_tags) {
+    const std::string name = absl::StrCat("/weft-test-corrupt-", getpid(), "-", tag & 0xffffffff);
+    auto receiver = shm::Ring::create(name, 1 << 16);
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    auto sender = shm::Ring::attach(name, Deadline::after(absl::Seconds(5)), [] { return true; });
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    // Cells start one page after the header (transport/shm/ring.cc).
+    auto* cells = reinterpret_cast<shm::Cell*>(reinterpret_cast<std::byte*>(&sender->header()) + 4096);
+    cells[0].tag.store(tag, std::memory_order_release);
+    std::byte out[64];
+    auto got = receiver->read_into(out, sizeof out);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << std::hex << tag;
+    EXPECT_NE(got.status().message().find("corrupt"), absl::string_view::npos) << got.status();
+  }
 }
 
 // ---- tcp only ----

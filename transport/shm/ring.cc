@@ -262,6 +262,7 @@ absl::StatusOr<size_t> Ring::consume(size_t max, Local local, Remote remote) {
     const uint64_t tag = cell.tag.load(std::memory_order_acquire);
     if (!written(cells_done_, tag)) break;
     const size_t bytes = tag & Cell::kBytesMask;
+    if (absl::Status s = check_cell(tag); !s.ok()) return s;
     size_t take = std::min(bytes - cell_offset_, max - given);
     if (tag & Cell::kOffer) {
       uint64_t address = 0;
@@ -295,6 +296,30 @@ absl::StatusOr<size_t> Ring::consume(size_t max, Local local, Remote remote) {
     header_->cells_read.store(cells_done_, std::memory_order_release);
   }
   return given;
+}
+
+// The peer writes the tags, so nothing in one is trusted: a count that does not fit its kind,
+// a bulk stretch that would run past the ring, or an offer this side never allowed would
+// otherwise make the reader touch memory outside the segment.
+absl::Status Ring::check_cell(uint64_t tag) const {
+  const uint64_t kind = tag & (Cell::kBulk | Cell::kOffer);
+  const size_t bytes = tag & Cell::kBytesMask;
+  const char* bad = nullptr;
+  if (bytes == 0) {
+    bad = "an empty cell";
+  } else if (kind == (Cell::kBulk | Cell::kOffer)) {
+    bad = "a cell of two kinds";
+  } else if (kind == 0 && bytes > Cell::kInlineBytes) {
+    bad = "an inline cell longer than a cell";
+  } else if (kind == Cell::kBulk &&
+             (bytes > kBulkStretch || (bulk_done_ & bulk_mask_) + bytes > bulk_mask_ + 1)) {
+    bad = "a bulk stretch that runs past the ring";
+  } else if (kind == Cell::kOffer && (sender_pid_ == 0 || bytes > kOfferMax)) {
+    bad = "an offer this side did not allow";
+  }
+  if (bad == nullptr) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("shared memory ring ", name_, " is corrupt: ", bad,
+                                          " (tag ", absl::Hex(tag), ")"));
 }
 
 absl::StatusOr<size_t> Ring::read(size_t max, Sink sink) {

@@ -110,6 +110,7 @@ class Ring {
   void map_layout();  // sets cells_, bulk_ and the masks from the header
   void release();     // unmaps (and removes the name if nobody attached)
   bool cell_free();   // sender: whether the next cell may be written
+  absl::Status check_cell(uint64_t tag) const;  // receiver: the tag is one a sender may write
   absl::StatusOr<size_t> collect_offer(const std::byte* data, size_t len);
   // Receiver: the loop under read() and read_into(). `local(src, n, at)` takes n bytes of the
   // ring; `remote(address, n, at)` copies up to n bytes of an offer and returns how many.
