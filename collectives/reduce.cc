@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "collectives/half.hpp"
 #include "collectives/reduce_kernels.hpp"
 
@@ -19,7 +23,10 @@ bool use_avx2() {
 #if defined(WEFT_HAVE_AVX2_KERNELS)
   static const bool yes = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    // clang has no "f16c" for __builtin_cpu_supports; CPUID leaf 1 says it for both.
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && f16c;
   }();
   return yes;
 #else

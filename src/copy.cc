@@ -15,63 +15,57 @@ namespace {
 constexpr size_t kOwnLoopFrom = 2048;
 constexpr size_t kOwnLoopBelow = size_t{1} << 20;
 
-using Unaligned = char __attribute__((vector_size(32), aligned(1)));
-using Aligned = char __attribute__((vector_size(32)));
-
-Unaligned load(const char* p) { return *reinterpret_cast<const Unaligned*>(p); }
+#if defined(__x86_64__)
+inline bool have_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+}
 
 // Unaligned loads, stores aligned to 32 bytes of the destination; the first and last 32
-// bytes are stored unaligned, overlapping the aligned body. n >= 32.
-#if defined(__x86_64__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-void vector_copy(char* d, const char* s, size_t n) {
-  const Unaligned head = load(s);
-  const Unaligned tail = load(s + n - 32);
-  *reinterpret_cast<Unaligned*>(d) = head;
-  size_t i = 32 - (reinterpret_cast<uintptr_t>(d) & 31);
-  for (; i + 128 <= n; i += 128) {
-    const Unaligned a = load(s + i), b = load(s + i + 32);
-    const Unaligned c = load(s + i + 64), e = load(s + i + 96);
-    *reinterpret_cast<Aligned*>(d + i) = a;
-    *reinterpret_cast<Aligned*>(d + i + 32) = b;
-    *reinterpret_cast<Aligned*>(d + i + 64) = c;
-    *reinterpret_cast<Aligned*>(d + i + 96) = e;
-  }
-  for (; i + 32 <= n; i += 32) *reinterpret_cast<Aligned*>(d + i) = load(s + i);
-  *reinterpret_cast<Unaligned*>(d + n - 32) = tail;
+// bytes are stored unaligned, overlapping the aligned body. n >= 32. With `stream`, the
+// body bypasses the caches (non-temporal stores, fenced at the end).
+#define WEFT_AVX2 __attribute__((target("avx2"), always_inline)) inline
+
+WEFT_AVX2 __m256i load(const char* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) void stream_avx2(char* d, const char* s, size_t n) {
-  *reinterpret_cast<Unaligned*>(d) = load(s);
-  const Unaligned tail = load(s + n - 32);
+template <bool stream>
+WEFT_AVX2 void store(char* p, __m256i v) {
+  if constexpr (stream) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
+  } else {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+}
+
+template <bool stream>
+__attribute__((target("avx2"))) void copy_avx2(char* d, const char* s, size_t n) {
+  const __m256i head = load(s);
+  const __m256i tail = load(s + n - 32);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), head);
   size_t i = 32 - (reinterpret_cast<uintptr_t>(d) & 31);
   for (; i + 128 <= n; i += 128) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
-    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
+    const __m256i a = load(s + i), b = load(s + i + 32);
+    const __m256i c = load(s + i + 64), e = load(s + i + 96);
+    store<stream>(d + i, a);
+    store<stream>(d + i + 32, b);
+    store<stream>(d + i + 64, c);
+    store<stream>(d + i + 96, e);
   }
-  for (; i + 32 <= n; i += 32) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
-  }
-  _mm_sfence();
-  *reinterpret_cast<Unaligned*>(d + n - 32) = tail;
+  for (; i + 32 <= n; i += 32) store<stream>(d + i, load(s + i));
+  if constexpr (stream) _mm_sfence();
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + n - 32), tail);
 }
+#undef WEFT_AVX2
 #endif
 
 }  // namespace
 
 void stream_bytes(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
-  if (n >= kOwnLoopFrom && __builtin_cpu_supports("avx2")) {
-    stream_avx2(static_cast<char*>(dst), static_cast<const char*>(src), n);
+  if (n >= kOwnLoopFrom && have_avx2()) {
+    copy_avx2<true>(static_cast<char*>(dst), static_cast<const char*>(src), n);
     return;
   }
 #endif
@@ -79,11 +73,14 @@ void stream_bytes(void* dst, const void* src, size_t n) {
 }
 
 void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n < kOwnLoopFrom || n >= kOwnLoopBelow) {
-    std::memcpy(dst, src, n);
+  if (n == 0) return;  // memcpy wants valid pointers even for nothing, and callers pass null
+#if defined(__x86_64__)
+  if (n >= kOwnLoopFrom && n < kOwnLoopBelow && have_avx2()) {
+    copy_avx2<false>(static_cast<char*>(dst), static_cast<const char*>(src), n);
     return;
   }
-  vector_copy(static_cast<char*>(dst), static_cast<const char*>(src), n);
+#endif
+  std::memcpy(dst, src, n);
 }
 
 }  // namespace weft
