@@ -7,5 +7,6 @@ namespace weft::tools {
 int run_command(int argc, char** argv);
 int bench_command(int argc, char** argv);
 int info_command(int argc, char** argv);
+int cleanup_command(int argc, char** argv);
 
 }  // namespace weft::tools

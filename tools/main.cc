@@ -19,6 +19,7 @@ void usage(FILE* out) {
                "         (mpirun -np N weft bench allreduce -b 8 -e 256M -f 4 --compare mpi)\n"
                "  info   print the build, the transports, the algorithms and every WEFT_*\n"
                "         variable with its default and current value\n"
+               "  cleanup  remove shared-memory rings a crashed job left in /dev/shm\n"
                "\n"
                "`weft <command> --help` describes a command's options.\n");
 }
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   if (command == "run") return weft::tools::run_command(argc - 1, argv + 1);
   if (command == "bench") return weft::tools::bench_command(argc - 1, argv + 1);
   if (command == "info") return weft::tools::info_command(argc - 1, argv + 1);
+  if (command == "cleanup") return weft::tools::cleanup_command(argc - 1, argv + 1);
   std::fprintf(stderr, "weft: unknown command '%s'\n\n", command.c_str());
   usage(stderr);
   return 2;

@@ -7,7 +7,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include "src/peer_info.hpp"
 #include "transport/shm/context.hpp"
 #include "transport/shm/ring.hpp"
+#include "transport/shm/stale.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/context.hpp"
 #include "transport/tcp/handshake.hpp"
@@ -486,6 +489,44 @@ TEST(ShmTransport, CorruptCellsAreRefusedNotFollowed) {
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << std::hex << tag;
     EXPECT_NE(got.status().message().find("corrupt"), absl::string_view::npos) << got.status();
   }
+}
+
+// A job killed before a ring's peer attached leaves the name behind; the sweep every new
+// communicator runs (and `weft cleanup`) removes it once its creator is gone, and never
+// touches a ring whose creator still runs.
+TEST(ShmTransport, StaleRingsOfDeadCreatorsAreSwept) {
+  const std::string dead = absl::StrCat("weft-test-stale-", getpid(), "-dead");
+  const std::string live = absl::StrCat("weft-test-stale-", getpid(), "-live");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto ring = shm::Ring::create("/" + dead, 1 << 16);
+    if (ring.ok()) ::kill(::getpid(), SIGKILL);  // no destructor: the name stays
+    ::_exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child could not create its ring";
+  auto kept = shm::Ring::create("/" + live, 1 << 16);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  auto state_of = [](const std::vector<shm::SharedSegment>& all, const std::string& name) {
+    for (const auto& s : all) {
+      if (s.name == name) return s.state + (s.removed ? " removed" : "");
+    }
+    return std::string("absent");
+  };
+  auto listed = shm::sweep_stale_rings(/*dry_run=*/true);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(state_of(*listed, dead), "stale");
+  EXPECT_EQ(state_of(*listed, live), "live");
+  auto swept = shm::sweep_stale_rings(/*dry_run=*/false);
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(state_of(*swept, dead), "stale removed");
+  EXPECT_EQ(state_of(*swept, live), "live");
+  auto after = shm::sweep_stale_rings(/*dry_run=*/true);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(state_of(*after, dead), "absent");
+  EXPECT_EQ(state_of(*after, live), "live");
 }
 
 // ---- tcp only ----

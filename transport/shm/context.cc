@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "transport/shm/address.hpp"
 #include "transport/shm/pair.hpp"
+#include "transport/shm/stale.hpp"
 
 namespace weft::transport::shm {
 namespace {
@@ -72,6 +73,8 @@ class ShmTransport : public Transport {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportInit& init) {
+  // A crashed job may have left rings nobody attached to; the next one clears them.
+  sweep_stale_rings_once();
   return std::make_unique<ShmTransport>(init);
 }
 

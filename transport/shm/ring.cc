@@ -44,6 +44,11 @@ absl::Status errno_error(const std::string& what, const std::string& name) {
 
 }  // namespace
 
+uint64_t own_pid_namespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
 Ring::Ring(std::string name, void* base, size_t mapped_bytes)
     : name_(std::move(name)),
       base_(base),
@@ -137,6 +142,8 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
   h->version = RingHeader::kVersion;
   h->cells = kCells;
   h->bulk_capacity = capacity;
+  h->creator_pid = static_cast<int32_t>(getpid());
+  h->creator_pidns = own_pid_namespace();
   ring.map_layout();
   h->state.store(RingHeader::kReady, std::memory_order_release);
   return ring;

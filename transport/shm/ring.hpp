@@ -33,7 +33,7 @@ namespace weft::transport::shm {
 /// The segment's first page. Lives in shared memory: only trivially copyable members.
 struct RingHeader {
   static constexpr uint32_t kMagic = 0x77656674;  // "weft"
-  static constexpr uint32_t kVersion = 3;
+  static constexpr uint32_t kVersion = 4;
   // State bits, set once each.
   static constexpr uint32_t kReady = 1;           // the creator has initialised the ring
   static constexpr uint32_t kAttached = 2;        // the other process has mapped it
@@ -45,6 +45,8 @@ struct RingHeader {
   uint32_t version;
   uint64_t cells;          // number of cells, a power of two
   uint64_t bulk_capacity;  // bytes of the bulk ring, a power of two
+  int32_t creator_pid;     // who made it: once that process is gone, the name is stale
+  uint64_t creator_pidns;  // the pid namespace that pid means something in (its inode)
   alignas(64) std::atomic<uint32_t> state;
   std::atomic<uint64_t> sender_probe;  // where the sender's process sees `magic`; 0: not yet
   alignas(64) std::atomic<uint64_t> cells_read;  // cells ever consumed; receiver stores
@@ -66,6 +68,9 @@ struct alignas(64) Cell {
   std::atomic<uint64_t> tag;
 };
 static_assert(sizeof(Cell) == 64);
+
+/// This process's pid namespace, as the inode of /proc/self/ns/pid (0 if unknown).
+uint64_t own_pid_namespace();
 
 /// One end of a ring: mapped in this process, unmapped on destruction.
 class Ring {

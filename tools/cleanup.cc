@@ -1,0 +1,74 @@
+// weft cleanup: removes shared-memory rings a crashed job left behind in /dev/shm.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/commands.hpp"
+#include "transport/shm/stale.hpp"
+
+namespace weft::tools {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: weft cleanup [--dry-run] [--json]\n"
+    "\n"
+    "Lists weft's shared-memory rings in /dev/shm and removes the stale ones: rings whose\n"
+    "creating process no longer runs (a job killed before both ends of a ring attached).\n"
+    "Rings of running jobs, and segments it cannot read (another weft version, another\n"
+    "container's pid namespace), are left alone. Every new communicator does the same\n"
+    "quietly, so this is for tidying up by hand or from a job script.\n"
+    "\n"
+    "  --dry-run   only list; remove nothing\n"
+    "  --json      one JSON object per segment instead of the table\n"
+    "  -h, --help  this text\n";
+
+}  // namespace
+
+int cleanup_command(int argc, char** argv) {
+  bool dry_run = false, json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--dry-run")) {
+      dry_run = true;
+    } else if (!std::strcmp(argv[i], "--json")) {
+      json = true;
+    } else if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "weft cleanup: unknown option '%s'\n\n%s", argv[i], kUsage);
+      return 2;
+    }
+  }
+  auto segments = transport::shm::sweep_stale_rings(dry_run);
+  if (!segments.ok()) {
+    std::fprintf(stderr, "weft cleanup: %s\n", std::string(segments.status().message()).c_str());
+    return 1;
+  }
+  int stale = 0, removed = 0, failed = 0;
+  if (!json) std::printf("%-48s %12s %8s  %s\n", "# segment (/dev/shm)", "bytes", "creator", "state");
+  for (const auto& s : *segments) {
+    stale += s.state == "stale";
+    removed += s.removed;
+    failed += s.state == "stale" && !dry_run && !s.removed;
+    const char* action = s.removed ? "removed" : (s.state == "stale" && !dry_run ? "NOT removed" : "");
+    if (json) {
+      std::printf("{\"segment\":\"%s\",\"bytes\":%lld,\"creator_pid\":%d,\"state\":\"%s\",\"removed\":%s}\n",
+                  s.name.c_str(), s.bytes, s.creator_pid, s.state.c_str(), s.removed ? "true" : "false");
+    } else {
+      std::printf("%-48s %12lld %8d  %s %s\n", s.name.c_str(), s.bytes, s.creator_pid,
+                  s.state.c_str(), action);
+    }
+  }
+  if (!json) {
+    std::printf("# %zu weft segment(s), %d stale, %d removed%s\n", segments->size(), stale, removed,
+                dry_run ? " (dry run)" : "");
+  }
+  if (failed > 0) {
+    std::fprintf(stderr, "weft cleanup: %d stale segment(s) could not be removed (permissions? "
+                 "run as the user that owns them)\n", failed);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace weft::tools
