@@ -33,9 +33,9 @@ inline __m256 apply8(__m256 a, __m256 b) {
 struct F16cF16 {
   template <ReduceOp op>
   static void fn(void* out, const void* a, const void* b, size_t count) {
-    uint16_t* o = static_cast<uint16_t*>(out);
-    const uint16_t* x = static_cast<const uint16_t*>(a);
-    const uint16_t* y = static_cast<const uint16_t*>(b);
+    AnyU16* o = static_cast<AnyU16*>(out);
+    const AnyU16* x = static_cast<const AnyU16*>(a);
+    const AnyU16* y = static_cast<const AnyU16*>(b);
     size_t i = 0;
     // Both loads of a block come before its store, so out == a or out == b is fine.
     for (; i + 8 <= count; i += 8) {

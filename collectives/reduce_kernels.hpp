@@ -87,11 +87,15 @@ inline T apply(T a, T b) {
 /// versions the vectorised loop on a runtime overlap check that accepts exact aliasing
 /// (measured: out == a runs at full vector speed); only partial overlap, which the API
 /// forbids, would take the scalar copy.
+/// Elements may sit at any byte offset (a link hands over bytes wherever its buffer put
+/// them), so they are read and written through a type of alignment 1; x86 vector loads do
+/// not care, and the compiler no longer may assume what the hardware does not promise.
 template <class T, ReduceOp op>
 void plain_kernel(void* out, const void* a, const void* b, size_t count) {
-  T* o = static_cast<T*>(out);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
+  using Any = T __attribute__((aligned(1)));
+  Any* o = static_cast<Any*>(out);
+  const Any* x = static_cast<const Any*>(a);
+  const Any* y = static_cast<const Any*>(b);
   for (size_t i = 0; i < count; ++i) o[i] = apply<T, op>(x[i], y[i]);
 }
 
@@ -108,11 +112,14 @@ inline uint16_t bf16_narrow(float f) {
   return static_cast<uint16_t>(f != f ? quiet_nan : rounded);
 }
 
+/// 16-bit elements at any byte offset (see plain_kernel).
+using AnyU16 = uint16_t __attribute__((aligned(1)));
+
 template <ReduceOp op>
 void bf16_kernel(void* out, const void* a, const void* b, size_t count) {
-  uint16_t* o = static_cast<uint16_t*>(out);
-  const uint16_t* x = static_cast<const uint16_t*>(a);
-  const uint16_t* y = static_cast<const uint16_t*>(b);
+  AnyU16* o = static_cast<AnyU16*>(out);
+  const AnyU16* x = static_cast<const AnyU16*>(a);
+  const AnyU16* y = static_cast<const AnyU16*>(b);
   for (size_t i = 0; i < count; ++i) o[i] = bf16_narrow(apply<float, op>(bf16_widen(x[i]), bf16_widen(y[i])));
 }
 
@@ -160,7 +167,7 @@ inline uint16_t f16_narrow(float f) {
 
 /// f16 through the branch-free conversions: the generic table's kernel and the AVX2 tail.
 template <ReduceOp op>
-inline void f16_soft_loop(uint16_t* o, const uint16_t* x, const uint16_t* y, size_t count) {
+inline void f16_soft_loop(AnyU16* o, const AnyU16* x, const AnyU16* y, size_t count) {
   for (size_t i = 0; i < count; ++i) o[i] = f16_narrow(apply<float, op>(f16_widen(x[i]), f16_widen(y[i])));
 }
 
@@ -168,8 +175,8 @@ inline void f16_soft_loop(uint16_t* o, const uint16_t* x, const uint16_t* y, siz
 struct SoftF16 {
   template <ReduceOp op>
   static void fn(void* out, const void* a, const void* b, size_t count) {
-    f16_soft_loop<op>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
-                      static_cast<const uint16_t*>(b), count);
+    f16_soft_loop<op>(static_cast<AnyU16*>(out), static_cast<const AnyU16*>(a),
+                      static_cast<const AnyU16*>(b), count);
   }
 };
 
