@@ -118,7 +118,8 @@ absl::Status Waiter::stalled(transport::Pair* a, transport::Pair* b) {
   for (transport::Pair* p : {a, b}) {
     if (p != nullptr) absl::StrAppend(&peers, peers.empty() ? "rank " : " or rank ", p->peer());
   }
-  return deadline_error(absl::StrCat(what_, " (", peers.empty() ? "no link" : peers, ")"));
+  return deadline_error(absl::StrCat(what_, " (", peers.empty() ? "no link" : peers, ")"),
+                        deadline_);
 }
 
 }  // namespace weft

@@ -121,10 +121,10 @@ std::vector<LinkStats> Comm::link_stats() const {
 
 absl::Status Comm::validate(const CollectiveArgs& args) const {
   const char* what = name_of(args.kind);
-  if (!failure_.ok()) {
+  if (failed_.load(std::memory_order_acquire) || aborted_.load(std::memory_order_relaxed)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, " on rank ", rank_, ": this communicator failed earlier (", failure_.message(),
-        "); destroy it and create a new one"));
+        what, " on rank ", rank_, ": this communicator failed earlier (",
+        async_error().message(), "); destroy it and create a new one"));
   }
   if (!is_valid(args.type)) {
     return absl::InvalidArgumentError(
@@ -168,7 +168,8 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   auto algorithm = choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes);
   if (!algorithm.ok()) return algorithm.status();
   args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout
-                                                                          : config_.timeout);
+                                                                          : config_.timeout)
+                      .cancelled_by(&aborted_);
   AlgoContext ctx;
   ctx.rank = rank_;
   ctx.size = size_;
@@ -195,13 +196,30 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
     if (s.ok() && moves_data) s = chosen.run(ctx, args);
   }
   if (!s.ok()) {
-    failure_ = s;
+    {
+      MutexLock lock(&failure_mu_);
+      failure_ = s;
+    }
+    failed_.store(true, std::memory_order_release);
     // Closing every link tells all peers at once, not only the ones this rank was waiting
     // on; otherwise ranks further along the ring would wait for their own deadline.
     for (auto& l : links_) l.reset();
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   }
   return s;
+}
+
+void Comm::abort() { aborted_.store(true, std::memory_order_relaxed); }
+
+absl::Status Comm::async_error() const {
+  if (failed_.load(std::memory_order_acquire)) {
+    MutexLock lock(&failure_mu_);
+    return failure_;
+  }
+  if (aborted_.load(std::memory_order_relaxed)) {
+    return absl::AbortedError(absl::StrCat("rank ", rank_, ": Communicator::abort was called"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace weft::detail

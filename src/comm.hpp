@@ -2,6 +2,7 @@
 // workspace; validates each call, picks its algorithm and runs it.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "collectives/algorithm.hpp"
 #include "src/env.hpp"
 #include "src/job_secret.hpp"
+#include "src/mutex.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 
@@ -40,6 +42,12 @@ class Comm : public LinkProvider {
   absl::Status run(CollectiveArgs args, const CallOptions& options);
 
   absl::StatusOr<transport::Pair*> link(int peer, Deadline deadline) override;
+
+  /// Thread-safe. Makes the collective in progress (if any) return Aborted within a wait
+  /// step, and every later call FailedPrecondition; peers then fail fast too.
+  void abort();
+  /// Thread-safe. OK while the communicator works; the error that broke it otherwise.
+  absl::Status async_error() const;
   std::vector<LinkStats> link_stats() const;
 
  private:
@@ -56,7 +64,10 @@ class Comm : public LinkProvider {
   std::vector<std::unique_ptr<transport::Pair>> links_;  // by peer rank; null until used
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
-  absl::Status failure_;
+  mutable Mutex failure_mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);
+  std::atomic<bool> failed_{false};   // failure_ is set: read on every call, without the lock
+  std::atomic<bool> aborted_{false};
   uint32_t calls_ = 0;  // collectives started: the call check's sequence number
 };
 

@@ -109,4 +109,8 @@ absl::Status Communicator::barrier(const BarrierOptions& options) {
 
 std::vector<LinkStats> Communicator::link_stats() const { return impl_->link_stats(); }
 
+void Communicator::abort() { impl_->abort(); }
+
+absl::Status Communicator::async_error() const { return impl_->async_error(); }
+
 }  // namespace weft

@@ -69,6 +69,14 @@ void Backoff::pause() {
   nanosleep(&ts, nullptr);
 }
 
+absl::Status deadline_error(std::string_view what, const Deadline& deadline) {
+  if (deadline.cancelled()) {
+    return absl::AbortedError(absl::StrCat("aborted while waiting for ", std::string(what),
+                                           " (Communicator::abort was called)"));
+  }
+  return deadline_error(what);
+}
+
 absl::Status deadline_error(std::string_view what) {
   return absl::DeadlineExceededError(
       absl::StrCat("timed out waiting for ", std::string(what),

@@ -2,6 +2,7 @@
 // core away quickly because ranks often outnumber cores.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 
@@ -19,8 +20,15 @@ class Deadline {
  public:
   static Deadline after(absl::Duration d);
   static Deadline never() { return Deadline(INT64_MAX); }
+  /// The same deadline, also expired as soon as `*cancel` is true (Communicator::abort).
+  Deadline cancelled_by(const std::atomic<bool>* cancel) const {
+    Deadline d = *this;
+    d.cancel_ = cancel;
+    return d;
+  }
 
-  bool expired() const { return now_ns() >= at_ns_; }
+  bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed); }
+  bool expired() const { return cancelled() || now_ns() >= at_ns_; }
   absl::Duration remaining() const;
   /// Milliseconds left, clamped to [0, INT32_MAX], for poll(2).
   int remaining_ms() const;
@@ -30,6 +38,7 @@ class Deadline {
   static int64_t now_ns();
 
   int64_t at_ns_;  // on CLOCK_MONOTONIC_COARSE
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 /// Backs off while a condition is not met. With a core per rank, it spins (about 130 us,
@@ -55,7 +64,9 @@ class Backoff {
   uint64_t rounds_ = 0;
 };
 
-/// The DeadlineExceeded error every wait returns, naming what was awaited.
+/// The DeadlineExceeded error every wait returns, naming what was awaited; Aborted instead
+/// when `deadline` was cancelled.
 absl::Status deadline_error(std::string_view what);
+absl::Status deadline_error(std::string_view what, const Deadline& deadline);
 
 }  // namespace weft

@@ -105,6 +105,15 @@ class Communicator {
   /// Counters of every link this rank has opened.
   std::vector<LinkStats> link_stats() const;
 
+  /// Callable from any thread, like ncclCommAbort: the collective in progress on this rank
+  /// (if any) returns Aborted within a wait step instead of at its deadline, and every
+  /// later call fails; peers waiting on this rank over links already open fail within
+  /// milliseconds once they close. Destroy the communicator afterwards.
+  void abort();
+  /// Callable from any thread, like ncclCommGetAsyncError: OK while the communicator works,
+  /// else the error that broke it (Aborted after abort()).
+  absl::Status async_error() const;
+
   /// For the runtime's own layers; not part of the stable API.
   detail::Comm& impl() { return *impl_; }
 

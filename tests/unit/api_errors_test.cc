@@ -222,6 +222,37 @@ TEST(TwoRanks, BroadcastReadsSendOnTheRootOnly) {
   EXPECT_EQ(recv[1], data);
 }
 
+// abort() from another thread ends a collective stuck on a silent peer long before its
+// deadline, says so in async_error(), and the peer that comes late fails fast too.
+TEST(TwoRanks, AbortFromAnotherThreadEndsAStuckCollective) {
+  Comms comms = make_comms(2);
+  ASSERT_EQ(comms.size(), 2u);
+  EXPECT_TRUE(comms[0]->async_error().ok());
+  std::vector<float> buf(1000, 1.0f);
+  absl::Status stuck;
+  absl::Duration took;
+  std::thread caller([&] {
+    const absl::Time start = absl::Now();
+    stuck = comms[0]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32);
+    took = absl::Now() - start;
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // rank 1 never calls: rank 0 waits
+  comms[0]->abort();
+  caller.join();
+  EXPECT_EQ(stuck.code(), absl::StatusCode::kAborted) << stuck;
+  EXPECT_LT(took, absl::Seconds(2)) << "WEFT_TIMEOUT is 10 s here";
+  EXPECT_EQ(comms[0]->async_error().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(comms[0]->barrier().code(), absl::StatusCode::kFailedPrecondition);
+  // Rank 1 never linked to rank 0, so it learns of the abort only from its own deadline.
+  AllreduceOptions short_wait;
+  short_wait.timeout = absl::Seconds(1);
+  const absl::Time start = absl::Now();
+  const absl::Status late =
+      comms[1]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, short_wait);
+  EXPECT_FALSE(late.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << late;
+}
+
 TEST(TwoRanks, AfterATimeoutTheCommunicatorRefusesCalls) {
   Comms comms = make_comms(2);
   ASSERT_EQ(comms.size(), 2u);
