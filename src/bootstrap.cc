@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "src/mutex.hpp"
 #include "src/bootstrap_wire.hpp"
 #include "src/env.hpp"
 #include "src/job_secret.hpp"
@@ -185,11 +185,11 @@ namespace {
 // leaves them alone.
 struct Registry {
   const pid_t pid = getpid();
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<std::unique_ptr<RendezvousServer>> servers ABSL_GUARDED_BY(mu);
 
   ~Registry() {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     if (getpid() != pid) {
       for (auto& s : servers) (void)s.release();
     }
@@ -222,7 +222,7 @@ absl::StatusOr<UniqueId> make_unique_id() {
   if (!server.ok()) return server.status();
   const UniqueId id = encode_unique_id((*server)->address(), job_id, in_id);
   Registry& reg = registry();
-  absl::MutexLock lock(&reg.mu);
+  MutexLock lock(&reg.mu);
   std::erase_if(reg.servers, [](const auto& s) { return s->done(); });
   reg.servers.push_back(std::move(*server));
   return id;

@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "src/mutex.hpp"
 #include "src/bootstrap_wire.hpp"
 #include "src/env.hpp"
 #include "src/job_secret.hpp"
@@ -53,7 +53,7 @@ class RendezvousServer::Impl {
   wire::UniqueFd listen_, wake_;
   std::thread thread_;
   std::atomic<bool> done_{false};
-  absl::Mutex join_mu_;
+  Mutex join_mu_;
   bool joined_ ABSL_GUARDED_BY(join_mu_) = false;
   absl::Status result_;  // written by the thread before done_; read after join
 
@@ -467,7 +467,7 @@ const RendezvousAddress& RendezvousServer::address() const { return impl_->addre
 bool RendezvousServer::done() const { return impl_->done_.load(std::memory_order_acquire); }
 
 absl::Status RendezvousServer::wait() {
-  absl::MutexLock lock(&impl_->join_mu_);
+  MutexLock lock(&impl_->join_mu_);
   if (!impl_->joined_) {
     impl_->thread_.join();
     impl_->joined_ = true;

@@ -168,7 +168,8 @@ struct Mismatch {
 class CallCheckTest : public ::testing::TestWithParam<std::tuple<const char*, Mismatch>> {};
 
 TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
-  const auto& [transport, mismatch] = GetParam();
+  const char* transport = std::get<0>(GetParam());
+  const Mismatch& mismatch = std::get<1>(GetParam());
   ScopedEnv env("WEFT_TRANSPORT", transport);
   Comms comms = make_comms(kRanks);
   ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));

@@ -150,7 +150,7 @@ TcpTransport::TcpTransport(const TransportInit& init, int listen_fd, std::string
     : init_(init), listen_fd_(listen_fd), address_(std::move(address)) {}
 
 TcpTransport::~TcpTransport() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const Pending& p : pending_) close_fd(p.fd);
   for (const auto& [rank, fd] : stash_) close_fd(fd);
   ::close(listen_fd_);
@@ -193,7 +193,7 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
   while (true) {
     std::vector<pollfd> fds;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       serve_listener();
       int fd = -1;
       if (dial == nullptr) {

@@ -26,7 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "src/mutex.hpp"
 #include "absl/time/time.h"
 #include "transport/tcp/handshake.hpp"
 #include "transport/transport.hpp"
@@ -89,7 +89,7 @@ class TcpTransport : public Transport {
   const int listen_fd_;
   const std::string address_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, int> stash_ ABSL_GUARDED_BY(mu_);  ///< rank -> acked socket
   std::string last_rejected_ ABSL_GUARDED_BY(mu_);  ///< for timeout messages
