@@ -87,16 +87,20 @@ inline T apply(T a, T b) {
 /// versions the vectorised loop on a runtime overlap check that accepts exact aliasing
 /// (measured: out == a runs at full vector speed); only partial overlap, which the API
 /// forbids, would take the scalar copy.
-/// Elements may sit at any byte offset (a link hands over bytes wherever its buffer put
-/// them), so they are read and written through a type of alignment 1; x86 vector loads do
-/// not care, and the compiler no longer may assume what the hardware does not promise.
+/// An element at any byte offset: a link hands over bytes wherever its buffer put them, so
+/// kernels read and write through this type of alignment 1 (a packed struct: both g++ and
+/// clang honour it). x86 vector loads never cared; now the compiler may not assume more.
+template <class T>
+struct __attribute__((packed)) Unaligned {
+  T v;
+};
+
 template <class T, ReduceOp op>
 void plain_kernel(void* out, const void* a, const void* b, size_t count) {
-  using Any = T __attribute__((aligned(1)));
-  Any* o = static_cast<Any*>(out);
-  const Any* x = static_cast<const Any*>(a);
-  const Any* y = static_cast<const Any*>(b);
-  for (size_t i = 0; i < count; ++i) o[i] = apply<T, op>(x[i], y[i]);
+  auto* o = static_cast<Unaligned<T>*>(out);
+  const auto* x = static_cast<const Unaligned<T>*>(a);
+  const auto* y = static_cast<const Unaligned<T>*>(b);
+  for (size_t i = 0; i < count; ++i) o[i].v = apply<T, op>(x[i].v, y[i].v);
 }
 
 /// bfloat16 -> float: the bf16 bits are the float's high half.
@@ -112,15 +116,17 @@ inline uint16_t bf16_narrow(float f) {
   return static_cast<uint16_t>(f != f ? quiet_nan : rounded);
 }
 
-/// 16-bit elements at any byte offset (see plain_kernel).
-using AnyU16 = uint16_t __attribute__((aligned(1)));
+/// 16-bit elements at any byte offset (see Unaligned).
+using AnyU16 = Unaligned<uint16_t>;
 
 template <ReduceOp op>
 void bf16_kernel(void* out, const void* a, const void* b, size_t count) {
   AnyU16* o = static_cast<AnyU16*>(out);
   const AnyU16* x = static_cast<const AnyU16*>(a);
   const AnyU16* y = static_cast<const AnyU16*>(b);
-  for (size_t i = 0; i < count; ++i) o[i] = bf16_narrow(apply<float, op>(bf16_widen(x[i]), bf16_widen(y[i])));
+  for (size_t i = 0; i < count; ++i) {
+    o[i].v = bf16_narrow(apply<float, op>(bf16_widen(x[i].v), bf16_widen(y[i].v)));
+  }
 }
 
 /// half -> float, equal to half_to_float() for every input (the tests check all 65536) but
@@ -168,7 +174,9 @@ inline uint16_t f16_narrow(float f) {
 /// f16 through the branch-free conversions: the generic table's kernel and the AVX2 tail.
 template <ReduceOp op>
 inline void f16_soft_loop(AnyU16* o, const AnyU16* x, const AnyU16* y, size_t count) {
-  for (size_t i = 0; i < count; ++i) o[i] = f16_narrow(apply<float, op>(f16_widen(x[i]), f16_widen(y[i])));
+  for (size_t i = 0; i < count; ++i) {
+    o[i].v = f16_narrow(apply<float, op>(f16_widen(x[i].v), f16_widen(y[i].v)));
+  }
 }
 
 /// The generic table's f16 row (an F16 parameter of make_table() below).
