@@ -27,28 +27,8 @@ using weft::testing::ScopedEnv;
 
 const auto* const kLoopbackEnv = ::testing::AddGlobalTestEnvironment(new LoopbackEnv);
 
-using Comms = std::vector<std::unique_ptr<Communicator>>;
-
-// An n-rank communicator whose ranks are threads; empty (after a test failure) if any rank
-// could not be created.
-Comms make_comms(int n) {
-  auto id = make_unique_id();
-  EXPECT_TRUE(id.ok()) << id.status();
-  if (!id.ok()) return {};
-  std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> created(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] { created[r] = Communicator::create(*id, r, n); });
-  }
-  for (auto& t : threads) t.join();
-  Comms comms;
-  for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(created[r].ok()) << "rank " << r << ": " << created[r].status();
-    if (!created[r].ok()) return {};
-    comms.push_back(*std::move(created[r]));
-  }
-  return comms;
-}
+using weft::testing::Comms;
+using weft::testing::make_comms;
 
 // Runs fn(rank) on one thread per rank.
 template <typename Fn>

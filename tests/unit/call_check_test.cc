@@ -134,26 +134,8 @@ TEST(CallAgreement, WireRoundTripsAndRejectsWhatIsNotACallCheck) {
 constexpr int kRanks = 4;
 constexpr size_t kCount = 1000;
 
-using Comms = std::vector<std::unique_ptr<Communicator>>;
-
-Comms make_comms(int n) {
-  auto id = make_unique_id();
-  EXPECT_TRUE(id.ok()) << id.status();
-  if (!id.ok()) return {};
-  std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> created(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] { created[r] = Communicator::create(*id, r, n); });
-  }
-  for (auto& t : threads) t.join();
-  Comms comms;
-  for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(created[r].ok()) << "rank " << r << ": " << created[r].status();
-    if (!created[r].ok()) return {};
-    comms.push_back(*std::move(created[r]));
-  }
-  return comms;
-}
+using weft::testing::Comms;
+using weft::testing::make_comms;
 
 // One rank's calls: after a matching allreduce, the call under test, which `odd_rank` makes
 // differently.
