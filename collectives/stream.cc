@@ -56,28 +56,25 @@ void Landing::accept(const std::byte* data, size_t len) {
   carry_len_ = len - whole;
 }
 
-bool IdleCopy::step() {
-  // Small enough to keep a waiting link's latency low, large enough to copy at full speed.
-  constexpr size_t kPiece = 128 * 1024;
-  if (done_ == bytes_) return false;
-  const size_t n = std::min(kPiece, bytes_ - done_);
+void IdleCopy::copy(size_t n) {
+  // A copy far larger than the caches is streamed: nobody reads it back soon.
   if (bytes_ >= kStreamCopiesFrom) {
     stream_bytes(dst_ + done_, src_ + done_, n);
   } else {
     copy_bytes(dst_ + done_, src_ + done_, n);
   }
   done_ += n;
+}
+
+bool IdleCopy::step() {
+  // Small enough to keep a waiting link's latency low, large enough to copy at full speed.
+  constexpr size_t kPiece = 128 * 1024;
+  if (done_ == bytes_) return false;
+  copy(std::min(kPiece, bytes_ - done_));
   return true;
 }
 
-void IdleCopy::finish() {
-  if (done_ < bytes_ && bytes_ >= kStreamCopiesFrom) {
-    stream_bytes(dst_ + done_, src_ + done_, bytes_ - done_);
-  } else if (done_ < bytes_) {
-    copy_bytes(dst_ + done_, src_ + done_, bytes_ - done_);
-  }
-  done_ = bytes_;
-}
+void IdleCopy::finish() { copy(bytes_ - done_); }
 
 absl::StatusOr<size_t> receive_into(transport::Pair& pair, Landing& landing, size_t max) {
   const size_t want = std::min(landing.wanted(), max);

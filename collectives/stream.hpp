@@ -64,6 +64,8 @@ class IdleCopy {
   void finish();
 
  private:
+  void copy(size_t n);  // the next n bytes
+
   std::byte* dst_ = nullptr;
   const std::byte* src_ = nullptr;
   size_t bytes_ = 0;

@@ -36,12 +36,13 @@ absl::StatusOr<size_t> ShmPair::offer_some(const std::byte* data, size_t len) {
   return sent(outbound_.write(data, len, /*may_offer=*/true), len);
 }
 
+absl::Status ShmPair::ring_failed(const absl::Status& s) {
+  ++stats_.errors;
+  return absl::Status(s.code(), absl::StrCat("shm link to rank ", peer_, ": ", s.message()));
+}
+
 absl::StatusOr<size_t> ShmPair::sent(absl::StatusOr<size_t> written, size_t len) {
-  if (!written.ok()) {
-    ++stats_.errors;
-    return absl::Status(written.status().code(), absl::StrCat("shm link to rank ", peer_, ": ",
-                                                              written.status().message()));
-  }
+  if (!written.ok()) return ring_failed(written.status());
   const size_t n = *written;
   if (n == 0 && len > 0 &&
       (outbound_.header().state.load(std::memory_order_acquire) & RingHeader::kReceiverClosed)) {
@@ -62,11 +63,7 @@ absl::StatusOr<size_t> ShmPair::recv_into(std::byte* dst, size_t max) {
 }
 
 absl::StatusOr<size_t> ShmPair::received(absl::StatusOr<size_t> got, size_t max) {
-  if (!got.ok()) {
-    ++stats_.errors;
-    return absl::Status(got.status().code(), absl::StrCat("shm link to rank ", peer_, ": ",
-                                                          got.status().message()));
-  }
+  if (!got.ok()) return ring_failed(got.status());
   const size_t n = *got;
   // Data the peer wrote before closing is still delivered; only an empty, closed ring fails.
   if (n == 0 && max > 0 &&

@@ -27,6 +27,7 @@ class ShmPair : public Pair {
  private:
   absl::Status peer_gone(const char* why);
   absl::StatusOr<size_t> sent(absl::StatusOr<size_t> n, size_t len);
+  absl::Status ring_failed(const absl::Status& s);  // counts it, names the link
   absl::StatusOr<size_t> received(absl::StatusOr<size_t> n, size_t max);
 
   int peer_;
