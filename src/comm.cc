@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "collectives/call_check.hpp"
 #include "src/router.hpp"
+#include "src/shrink.hpp"
 
 namespace weft::detail {
 namespace {
@@ -70,6 +71,15 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
     self.addresses.emplace_back(name, (*t)->address());
     comm->transports_.push_back(*std::move(t));
   }
+  transport::TransportInit control = init;
+  control.job_id = job_id ^ kControlJobSalt;
+  control.refused_means_gone = true;
+  auto control_transport = transport::make_transport("tcp", control);
+  if (!control_transport.ok()) return control_transport.status();
+  self.addresses.emplace_back(kControlAddress, (*control_transport)->address());
+  comm->control_ = *std::move(control_transport);
+  comm->job_id_ = job_id;
+  comm->secret_ = secret;
 
   auto peers = exchange(self);
   if (!peers.ok()) return peers.status();
@@ -196,17 +206,41 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
     if (s.ok() && moves_data) s = chosen.run(ctx, args);
   }
   if (!s.ok()) {
-    {
-      MutexLock lock(&failure_mu_);
-      failure_ = s;
-    }
-    failed_.store(true, std::memory_order_release);
-    // Closing every link tells all peers at once, not only the ones this rank was waiting
-    // on; otherwise ranks further along the ring would wait for their own deadline.
-    for (auto& l : links_) l.reset();
+    fail(s);
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   }
   return s;
+}
+
+void Comm::fail(const absl::Status& s) {
+  {
+    MutexLock lock(&failure_mu_);
+    failure_ = s;
+  }
+  failed_.store(true, std::memory_order_release);
+  // Closing every link tells all peers at once, not only the ones this rank was waiting
+  // on; otherwise ranks further along the ring would wait for their own deadline.
+  for (auto& l : links_) l.reset();
+}
+
+absl::StatusOr<std::unique_ptr<Comm>> Comm::shrink(absl::Duration timeout,
+                                                   std::vector<int>* dropped) {
+  if (timeout <= absl::ZeroDuration()) timeout = config_.timeout;
+  // The data links may hold half a collective; nothing travels on them again, and peers
+  // still waiting on them learn at once that this rank has moved on.
+  if (!failed_.load(std::memory_order_acquire)) {
+    fail(absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank_, " shrank this communicator; use the new one")));
+  }
+  ShrinkAgreement agreement(rank_, topology_.peers(), *control_, job_id_);
+  auto outcome = agreement.agree(timeout);
+  if (!outcome.ok()) return outcome.status();
+  const Deadline deadline = Deadline::after(timeout);
+  auto comm = Comm::create(outcome->rank, outcome->size, outcome->job_id, secret_,
+                           [&](const PeerInfo& self) { return agreement.exchange(self, deadline); });
+  if (!comm.ok()) return comm.status();
+  if (dropped != nullptr) *dropped = outcome->dropped;
+  return comm;
 }
 
 void Comm::abort() { aborted_.store(true, std::memory_order_relaxed); }

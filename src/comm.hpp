@@ -50,15 +50,25 @@ class Comm : public LinkProvider {
   absl::Status async_error() const;
   std::vector<LinkStats> link_stats() const;
 
+  /// Agrees with the ranks still alive on who they are and builds their communicator
+  /// (src/shrink.hpp); `dropped` gets the ranks left out. This communicator is unusable
+  /// afterwards. A zero timeout means WEFT_TIMEOUT.
+  absl::StatusOr<std::unique_ptr<Comm>> shrink(absl::Duration timeout, std::vector<int>* dropped);
+
  private:
   Comm(int rank, int size, Config config);
   absl::Status validate(const CollectiveArgs& args) const;
+  /// Records `s` as what broke this communicator and closes every link.
+  void fail(const absl::Status& s);
 
   int rank_;
   int size_;
   Config config_;
   std::vector<std::string> forced_algorithm_;  // per CollectiveKind, from WEFT_ALGORITHM
+  uint64_t job_id_ = 0;
+  JobSecret secret_{};
   std::vector<std::unique_ptr<transport::Transport>> transports_;  // by preference
+  std::unique_ptr<transport::Transport> control_;  // shrink's own tcp listener
   Topology topology_;
   Schedule schedule_;
   std::vector<std::unique_ptr<transport::Pair>> links_;  // by peer rank; null until used

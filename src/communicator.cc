@@ -113,4 +113,11 @@ void Communicator::abort() { impl_->abort(); }
 
 absl::Status Communicator::async_error() const { return impl_->async_error(); }
 
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::shrink(std::vector<int>* dropped,
+                                                                   const ShrinkOptions& options) {
+  auto comm = impl_->shrink(options.timeout, dropped);
+  if (!comm.ok()) return comm.status();
+  return std::unique_ptr<Communicator>(new Communicator(*std::move(comm)));
+}
+
 }  // namespace weft

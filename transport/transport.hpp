@@ -75,6 +75,10 @@ struct TransportInit {
   std::string socket_ifname;    ///< interface to listen on (tcp); empty: default
   size_t ring_bytes = 1 << 20;  ///< capacity of one direction of a shared-memory ring
   size_t single_copy_bytes = 0;  ///< shm: sends this large are read from the sender's memory
+  /// tcp: every peer's listener was up before the first connect (shrink's control plane), so
+  /// a refused dial means the peer is gone and fails at once; otherwise it is retried, since
+  /// the peer may still be starting.
+  bool refused_means_gone = false;
 };
 
 class Transport {

@@ -41,6 +41,11 @@ struct BroadcastOptions : CallOptions {
 };
 struct BarrierOptions : CallOptions {};
 
+struct ShrinkOptions {
+  /// Zero: WEFT_TIMEOUT. Shrink takes at most twice this (see Communicator::shrink).
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
 /// Opaque token that lets ranks find each other: the rendezvous address and a job id.
 /// Rank 0 (or any one process) creates it; the launcher or MPI hands it to every rank.
 struct UniqueId {
@@ -113,6 +118,16 @@ class Communicator {
   /// Callable from any thread, like ncclCommGetAsyncError: OK while the communicator works,
   /// else the error that broke it (Aborted after abort()).
   absl::Status async_error() const;
+
+  /// After a rank died or hung: every surviving rank calls shrink and gets a communicator of
+  /// the survivors, ranked in their old order, as with ncclCommShrink, except that weft finds
+  /// the lost ranks itself (src/shrink.hpp): a rank is lost when it exited, or when it does
+  /// not answer within the timeout (stopped, stuck, or not calling shrink). `dropped`, when
+  /// given, gets the old ranks left out. This communicator refuses collectives afterwards;
+  /// destroy it. Unavailable when this rank was left out or the agreement broke down (call
+  /// shrink again). Returns within twice the timeout.
+  absl::StatusOr<std::unique_ptr<Communicator>> shrink(std::vector<int>* dropped = nullptr,
+                                                       const ShrinkOptions& options = {});
 
   /// For the runtime's own layers; not part of the stable API.
   detail::Comm& impl() { return *impl_; }

@@ -1,7 +1,8 @@
 // Fault injection: SIGKILL or SIGSTOP one rank of a 4-rank job in the middle of a large
 // allreduce, allgather or broadcast and check that every surviving rank's call returns an
-// error (Unavailable or DeadlineExceeded) within WEFT_TIMEOUT, that the survivors then exit,
-// and that the job leaves no shared-memory ring behind. A stopped rank never closes
+// error (Unavailable or DeadlineExceeded) within WEFT_TIMEOUT, that the survivors then shrink
+// to a 3-rank communicator without the victim and get an exact result from the same
+// collective on it, and that the job leaves no shared-memory ring behind. A stopped rank never closes
 // anything, so only the deadline can end the survivors' wait: that is what SIGSTOP tests.
 //
 // The ranks are real processes, not threads: a rank must be killable on its own, and the
@@ -16,8 +17,9 @@
 // WEFT_COORDINATOR on a free loopback port), then allreduces a 16 MiB float buffer in a loop
 // and appends its progress to a small per-child file that the parent polls. When the first
 // call fails, the child writes one "error ..." line (status code, how long the failing call
-// took, and when it failed on CLOCK_MONOTONIC, which is system-wide), destroys its
-// communicator and exits with kExitCollectiveFailed.
+// took, and when it failed on CLOCK_MONOTONIC, which is system-wide), shrinks, destroys the
+// old communicator, runs the collective once on the survivors, reports "shrunk ..." and
+// "survivors-exact", and exits with kExitCollectiveFailed.
 //
 // Nothing outlives the test: every child gets PR_SET_PDEATHSIG=SIGKILL and an alarm(), and
 // a guard in the parent SIGKILLs and reaps every child still running when the test ends,
@@ -72,15 +74,17 @@ constexpr unsigned kChildLifetimeSeconds = 120;    // alarm(): the hard backstop
 constexpr int64_t kProgressWaitMs = 30'000;        // parent: every rank has done 2 iterations
 constexpr int kItersBeforeKill = 2;
 constexpr int64_t kReapVictimMs = 5'000;           // parent: the SIGKILLed rank is gone
-constexpr int64_t kSurvivorWaitMs = kTimeoutSeconds * 1000 + 10'000;  // parent: survivors exit
+// parent: survivors exit: the failing call's deadline, shrink's probe of a stopped rank, slack
+constexpr int64_t kSurvivorWaitMs = 2 * kTimeoutSeconds * 1000 + 15'000;
 
 // Child exit codes. Only kExitCollectiveFailed is right for a survivor.
 constexpr int kExitFinished = 0;          // the loop ended without an error
-constexpr int kExitCollectiveFailed = 3;  // an allreduce returned an error
+constexpr int kExitCollectiveFailed = 3;  // a call failed; shrink and the call after it worked
 constexpr int kExitCreateFailed = 4;      // create_from_env failed
 constexpr int kExitWrongResult = 5;       // the first allreduce was not exact
 constexpr int kExitSetup = 6;             // bad child environment, cannot open the output file
 constexpr int kExitParentGone = 7;        // the parent died before the child started
+constexpr int kExitShrinkFailed = 8;      // shrink, or the collective after it, failed
 
 int64_t mono_ns() {
   timespec ts{};
@@ -99,6 +103,52 @@ void sleep_ms(int ms) {
 
 // Element i of rank r's input. The sum over ranks is an integer below 2^24: exact in float.
 float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + static_cast<size_t>(rank)); }
+
+// Allgather sends only this rank's block of `send`, at global indices, so its result is
+// input_value(i, owner of i); the other collectives send all of it.
+void fill_input(std::vector<float>& send, int rank) {
+  for (size_t i = 0; i < send.size(); ++i) send[i] = input_value(i, rank);
+}
+
+// One call of `collective` on `comm`; allgather moves (about) the same 16 MiB in all.
+absl::Status run_collective(Communicator& comm, const std::string& collective,
+                            std::vector<float>& in, std::vector<float>& out) {
+  const auto rank = static_cast<size_t>(comm.rank());
+  if (collective == "allgather") {
+    const size_t block = kFloats / static_cast<size_t>(comm.size());
+    return comm.allgather(in.data() + rank * block, out.data(), block, DataType::kFloat32);
+  }
+  if (collective == "broadcast") {
+    return comm.broadcast(in.data(), out.data(), kFloats, DataType::kFloat32);
+  }
+  return comm.allreduce(in.data(), out.data(), kFloats, DataType::kFloat32);
+}
+
+// Whether `out` holds the exact result of run_collective on `size` ranks; reports the first
+// wrong element.
+bool check_result(int fd, int rank, int size, const std::string& collective,
+                  const std::vector<float>& out) {
+  const size_t block = kFloats / static_cast<size_t>(size);
+  const size_t n = collective == "allgather" ? block * static_cast<size_t>(size) : kFloats;
+  for (size_t i = 0; i < n; ++i) {
+    float want;
+    if (collective == "allgather") {
+      want = input_value(i, static_cast<int>(i / block));
+    } else if (collective == "broadcast") {
+      want = input_value(i, 0);
+    } else {  // sum over r of (i % 1024 + r)
+      want = static_cast<float>(static_cast<size_t>(size) * (i % 1024) +
+                                static_cast<size_t>(size * (size - 1) / 2));
+    }
+    if (out[i] != want) {
+      std::fprintf(stderr, "fault child %d: %s result[%zu] = %g, want %g\n", rank,
+                   collective.c_str(), i, out[i], want);
+      dprintf(fd, "wrong-result index=%zu\n", i);
+      return false;
+    }
+  }
+  return true;
+}
 
 [[noreturn]] void child_exit(int fd, int code) {
   if (fd >= 0) ::close(fd);
@@ -140,41 +190,17 @@ float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + sta
     child_exit(fd, kExitCreateFailed);
   }
   std::unique_ptr<Communicator> comm = *std::move(created);
-  const int size = comm->size();
   const std::string collective = weft::read_env("WEFT_FAULT_COLLECTIVE").value_or("allreduce");
-  // One call of the chosen collective; allgather moves the same 16 MiB in all.
-  auto call = [&](std::vector<float>& in, std::vector<float>& out) -> absl::Status {
-    if (collective == "allgather") {
-      const size_t block = kFloats / static_cast<size_t>(size);
-      return comm->allgather(in.data() + static_cast<size_t>(rank) * block, out.data(), block,
-                             DataType::kFloat32);
-    }
-    if (collective == "broadcast") {
-      return comm->broadcast(in.data(), out.data(), kFloats, DataType::kFloat32);
-    }
-    return comm->allreduce(in.data(), out.data(), kFloats, DataType::kFloat32);
-  };
-  // What element i must be after the first call.
-  auto expected = [&](size_t i) -> float {
-    if (collective == "allgather") return input_value(i, static_cast<int>(i / (kFloats / size)));
-    if (collective == "broadcast") return input_value(i, 0);
-    // sum over r of (i % 1024 + r) = size * (i % 1024) + size * (size - 1) / 2
-    return static_cast<float>(static_cast<size_t>(size) * (i % 1024) +
-                              static_cast<size_t>(size * (size - 1) / 2));
-  };
-
   // Allocated and touched once, before the loop.
   std::vector<float> send(kFloats), recv(kFloats, -1.0f);
-  // Allgather sends only this rank's block of `send`, at global indices, so its result is
-  // input_value(i, owner of i); the other collectives send all of it.
-  for (size_t i = 0; i < kFloats; ++i) send[i] = input_value(i, rank);
+  fill_input(send, rank);
   dprintf(fd, "ready pid=%d\n", static_cast<int>(getpid()));
 
   const int64_t stop_at = mono_ms() + kChildRunMs;
   int iter = 0;
   for (; iter < kMaxIterations && mono_ms() < stop_at; ++iter) {
     const int64_t t0 = mono_ns();
-    absl::Status s = call(send, recv);
+    absl::Status s = run_collective(*comm, collective, send, recv);
     const int64_t t1 = mono_ns();
     if (!s.ok()) {
       std::fprintf(stderr, "fault child %d: %s #%d failed after %.3f s: %s\n", rank,
@@ -182,21 +208,39 @@ float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + sta
                    (t1 - t0) / 1e9, s.ToString().c_str());
       dprintf(fd, "error iter=%d code=%d call_ms=%" PRId64 " at_ns=%" PRId64 "\n", iter,
               static_cast<int>(s.code()), (t1 - t0) / 1'000'000, t1);
-      // Destroy the communicator as an application would; if that hangs, the parent's
-      // bounded wait fails the test.
+      // Carry on without the lost rank, as a training job would: shrink, then one call of the
+      // same collective on the survivors, checked exactly.
+      std::vector<int> dropped;
+      auto next = comm->shrink(&dropped);
+      const int64_t t2 = mono_ns();
       comm.reset();
       dprintf(fd, "destroyed at_ns=%" PRId64 "\n", mono_ns());
+      if (!next.ok()) {
+        std::fprintf(stderr, "fault child %d: shrink: %s\n", rank, next.status().ToString().c_str());
+        dprintf(fd, "shrink-failed code=%d\n", static_cast<int>(next.status().code()));
+        child_exit(fd, kExitShrinkFailed);
+      }
+      Communicator& survivors = **next;
+      std::string dropped_list;
+      for (int d : dropped) absl::StrAppend(&dropped_list, dropped_list.empty() ? "" : ",", d);
+      dprintf(fd, "shrunk size=%d rank=%d dropped=%s shrink_ms=%" PRId64 "\n", survivors.size(),
+              survivors.rank(), dropped_list.c_str(), (t2 - t1) / 1'000'000);
+      fill_input(send, survivors.rank());
+      std::fill(recv.begin(), recv.end(), -1.0f);
+      s = run_collective(survivors, collective, send, recv);
+      if (!s.ok()) {
+        std::fprintf(stderr, "fault child %d: %s on the survivors: %s\n", rank, collective.c_str(),
+                     s.ToString().c_str());
+        child_exit(fd, kExitShrinkFailed);
+      }
+      if (!check_result(fd, rank, survivors.size(), collective, recv)) {
+        child_exit(fd, kExitWrongResult);
+      }
+      dprintf(fd, "survivors-exact\n");
       child_exit(fd, kExitCollectiveFailed);
     }
-    if (iter == 0) {
-      for (size_t i = 0; i < kFloats; ++i) {
-        if (recv[i] != expected(i)) {
-          std::fprintf(stderr, "fault child %d: %s result[%zu] = %g, want %g\n", rank,
-                       collective.c_str(), i, recv[i], expected(i));
-          dprintf(fd, "wrong-result index=%zu\n", i);
-          child_exit(fd, kExitWrongResult);
-        }
-      }
+    if (iter == 0 && !check_result(fd, rank, comm->size(), collective, recv)) {
+      child_exit(fd, kExitWrongResult);
     }
     dprintf(fd, "iter %d\n", iter + 1);
   }
@@ -232,8 +276,10 @@ std::string read_file(const std::string& path) {
 struct Progress {
   int iterations = 0;
   bool ready = false;
-  std::optional<std::map<std::string, std::string>> error;  // the "error k=v ..." line
+  std::optional<std::map<std::string, std::string>> error;   // the "error k=v ..." line
+  std::optional<std::map<std::string, std::string>> shrunk;  // the "shrunk k=v ..." line
   bool destroyed = false;
+  bool survivors_exact = false;  // the call after shrink was exact
 };
 
 Progress parse_progress(const std::string& text) {
@@ -249,13 +295,14 @@ Progress parse_progress(const std::string& text) {
       int n = 0;
       if (absl::SimpleAtoi(words[1], &n)) p.iterations = n;
     }
-    if (words[0] == "error") {
+    if (words[0] == "survivors-exact") p.survivors_exact = true;
+    if (words[0] == "error" || words[0] == "shrunk") {
       std::map<std::string, std::string> kv;
       for (size_t i = 1; i < words.size(); ++i) {
         std::vector<std::string> pair = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
         if (pair.size() == 2) kv[pair[0]] = pair[1];
       }
-      p.error = std::move(kv);
+      (words[0] == "error" ? p.error : p.shrunk) = std::move(kv);
     }
   }
   return p;
@@ -576,12 +623,32 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
                                    << " ms after the kill";
     EXPECT_GE(failed_iter, kItersBeforeKill) << "rank " << c.rank << " failed before the kill";
     EXPECT_TRUE(p.destroyed) << "rank " << c.rank << " did not finish destroying its communicator";
+    // Shrink: every survivor drops exactly the victim, keeps its order, and the call on the
+    // survivors is exact.
+    int new_size = -1, new_rank = -1;
+    int64_t shrink_ms = -1;
+    if (!p.shrunk.has_value()) {
+      ADD_FAILURE() << "rank " << c.rank << " did not shrink";
+    } else {
+      const std::map<std::string, std::string>& k = *p.shrunk;
+      EXPECT_TRUE(k.count("size") && absl::SimpleAtoi(k.at("size"), &new_size) &&
+                  k.count("rank") && absl::SimpleAtoi(k.at("rank"), &new_rank) &&
+                  k.count("shrink_ms") && absl::SimpleAtoi(k.at("shrink_ms"), &shrink_ms) &&
+                  k.count("dropped"))
+          << "malformed shrunk line";
+      EXPECT_EQ(new_size, kRanks - 1);
+      EXPECT_EQ(new_rank, c.rank < victim.rank ? c.rank : c.rank - 1);
+      EXPECT_EQ(k.count("dropped") ? k.at("dropped") : "", absl::StrCat(victim.rank));
+      EXPECT_LE(shrink_ms, 2 * kTimeoutSeconds * 1000 + kSlackMs) << "shrink's bound";
+      EXPECT_TRUE(p.survivors_exact) << "rank " << c.rank << ": no exact " << fc.collective
+                                     << " on the survivors";
+    }
     std::printf("[ fault    ]   survivor rank %d: %s after %" PRId64
-                " ms in %s #%d; failed %" PRId64 " ms after the kill, exited %" PRId64
-                " ms after the kill (%s)\n",
+                " ms in %s #%d; failed %" PRId64 " ms after the kill; shrank to rank %d of %d"
+                " in %" PRId64 " ms; exited %" PRId64 " ms after the kill (%s)\n",
                 c.rank, absl::StatusCodeToString(status_code).c_str(), call_ms, fc.collective,
-                failed_iter + 1,
-                detect_ms, c.reaped_ms - kill_ms, describe_wait_status(c.status).c_str());
+                failed_iter + 1, detect_ms, new_rank, new_size, shrink_ms, c.reaped_ms - kill_ms,
+                describe_wait_status(c.status).c_str());
   }
   std::fflush(stdout);
 

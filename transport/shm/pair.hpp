@@ -1,13 +1,11 @@
 // A shared-memory link: one ring each way between two processes of one host.
 #pragma once
 
+#include "src/process.hpp"
 #include "transport/shm/ring.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::shm {
-
-/// Whether process `pid` still runs (a zombie does not); true when unsure.
-bool process_alive(int32_t pid);
 
 class ShmPair : public Pair {
  public:

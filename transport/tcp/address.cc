@@ -4,7 +4,11 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -92,6 +96,27 @@ absl::StatusOr<SockAddr> parse_address(std::string_view text) {
   auto addr = make_sockaddr(host, static_cast<uint16_t>(port));
   if (!addr.ok()) return bad("host is not a numeric IP");
   return addr;
+}
+
+bool refuses_connections(std::string_view address, int wait_ms) {
+  auto addr = parse_address(address);
+  if (!addr.ok()) return false;
+  const int fd = ::socket(addr->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool refused = false;
+  if (::connect(fd, addr->get(), addr->len) != 0) {
+    refused = errno == ECONNREFUSED;
+    if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::poll(&p, 1, wait_ms) > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0) {
+        refused = err == ECONNREFUSED;
+      }
+    }
+  }
+  ::close(fd);
+  return refused;
 }
 
 std::string format_address(const SockAddr& addr) {

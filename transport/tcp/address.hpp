@@ -32,6 +32,11 @@ absl::StatusOr<SockAddr> make_sockaddr(const std::string& ip, uint16_t port);
 /// every rank publishes the numeric IP it listens on.
 absl::StatusOr<SockAddr> parse_address(std::string_view text);
 
+/// True when a connection to `address` (published form) is refused within `wait_ms`: no
+/// listener is there any more. The connection, if one is made, closes without a byte, which
+/// a weft listener takes quietly.
+bool refuses_connections(std::string_view address, int wait_ms);
+
 /// The published form of `addr`: "ip:port", or "[ip]:port" for IPv6.
 std::string format_address(const SockAddr& addr);
 

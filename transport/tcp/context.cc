@@ -312,6 +312,12 @@ bool TcpTransport::read_handshake(Pending& p) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n < 0 && errno == EINTR) continue;
+    if (n == 0 && p.got == 0 && !p.proving) {
+      // Closed without a byte: a check that something listens (shrink probes peers this
+      // way, refuses_connections) or a port scan's connect. Nothing reached weft.
+      close_fd(p.fd);
+      return false;
+    }
     reject(absl::StrCat("rank ", init_.rank, " lost a connection from ", p.from, " during its ",
                         p.proving ? "proof" : "hello", ": ",
                         n == 0 ? "closed by the remote end" : std::strerror(errno)));
@@ -399,6 +405,18 @@ int TcpTransport::take_stashed(int rank) {
   return -1;
 }
 
+void TcpTransport::connect_failed(Dial& d, int err) {
+  if (err == ECONNREFUSED && init_.refused_means_gone) {
+    d.fatal = absl::UnavailableError(absl::StrCat(
+        "tcp: rank ", init_.rank, " dialed rank ", d.peer_rank, " at ", d.text,
+        ": connection refused, so rank ", d.peer_rank, " has exited"));
+    return;
+  }
+  d.retry_later(absl::StrCat(
+      "connect: ", std::strerror(err), ": rank ", d.peer_rank,
+      " has not created its tcp transport yet, has exited, or is unreachable from here"));
+}
+
 void TcpTransport::advance_dial(Dial& d, short revents) {
   if (d.phase == Dial::kIdle) {
     if (absl::Now() < d.retry_at) return;
@@ -413,9 +431,7 @@ void TcpTransport::advance_dial(Dial& d, short revents) {
       d.phase = Dial::kConnecting;
       return;
     } else {
-      return d.retry_later(absl::StrCat(
-          "connect: ", std::strerror(errno), ": rank ", d.peer_rank,
-          " has not created its tcp transport yet, has exited, or is unreachable from here"));
+      return connect_failed(d, errno);
     }
   }
   if (d.phase == Dial::kConnecting) {
@@ -423,11 +439,7 @@ void TcpTransport::advance_dial(Dial& d, short revents) {
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(d.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      return d.retry_later(absl::StrCat(
-          "connect: ", std::strerror(err), ": rank ", d.peer_rank,
-          " has not created its tcp transport yet, has exited, or is unreachable from here"));
-    }
+    if (err != 0) return connect_failed(d, err);
     d.phase = Dial::kSending;
   }
   if (d.phase == Dial::kSending) {

@@ -81,6 +81,8 @@ class TcpTransport : public Transport {
   int take_stashed(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Moves a dial on as far as it goes without blocking; `revents` from its last poll.
   void advance_dial(Dial& dial, short revents);
+  /// A dial's connect(2) failed with `err`: retry later, or give up (refused_means_gone).
+  void connect_failed(Dial& dial, int err);
   absl::Status timeout_error(int peer_rank, const std::string& peer_addr, const Dial* dial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void reject(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
