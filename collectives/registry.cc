@@ -22,6 +22,11 @@ const std::vector<Algorithm>& all_algorithms() {
        /*carries_agreement=*/true},
       {"ring", CollectiveKind::kReduceScatter,
        "N-1 streamed steps of receive, reduce, forward around the ring", reduce_scatter_ring},
+      {"recursive_doubling", CollectiveKind::kReduceScatter,
+       "recursive-doubling allreduce of the whole vector, keeping this rank's block; small "
+       "messages",
+       reduce_scatter_recursive_doubling, /*needs_power_of_two_ranks=*/false,
+       /*carries_agreement=*/true},
       {"chain", CollectiveKind::kBroadcast,
        "the root streams along the ring; each rank forwards bytes as they land", broadcast_chain},
       {"recursive_doubling", CollectiveKind::kBarrier,
@@ -65,6 +70,8 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
       find_algorithm(CollectiveKind::kAllreduce, "recursive_doubling");
   static const Algorithm* const small_allgather =
       find_algorithm(CollectiveKind::kAllgather, "recursive_doubling");
+  static const Algorithm* const small_reduce_scatter =
+      find_algorithm(CollectiveKind::kReduceScatter, "recursive_doubling");
   static const std::vector<const Algorithm*> defaults = [] {
     std::vector<const Algorithm*> first(kNumCollectiveKinds, nullptr);
     for (const Algorithm& a : all_algorithms()) {
@@ -75,6 +82,10 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) return small_allreduce;
   if (kind == CollectiveKind::kAllgather && power_of_two && bytes <= small_message_bytes) {
     return small_allgather;
+  }
+  // `bytes` is one rank's block here; the recursive doubling moves all N of them.
+  if (kind == CollectiveKind::kReduceScatter && bytes * static_cast<size_t>(nranks) <= small_message_bytes) {
+    return small_reduce_scatter;
   }
   if (const Algorithm* a = defaults[static_cast<int>(kind)]) return a;
   return absl::InternalError(absl::StrCat("no algorithm registered for ", name_of(kind)));
