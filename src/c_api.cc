@@ -5,12 +5,14 @@
 // exception crosses into C.
 #include "weft/weft.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +46,7 @@ weftResult_t to_result(absl::StatusCode code) {
     case absl::StatusCode::kDeadlineExceeded: return weftTimeout;
     case absl::StatusCode::kUnavailable: return weftRemoteError;
     case absl::StatusCode::kFailedPrecondition: return weftInvalidUsage;
+    case absl::StatusCode::kAborted: return weftInvalidUsage;  // weftCommAbort was called
     default: return weftInternalError;
   }
 }
@@ -183,6 +186,41 @@ weftResult_t weftCommDestroy(weftComm_t comm) {
     delete comm;
     return absl::OkStatus();
   });
+}
+
+weftResult_t weftCommAbort(weftComm_t comm) {
+  if (!is_live(comm)) return bad_handle(comm, "weftCommAbort");
+  comm->comm->abort();
+  return weftSuccess;
+}
+
+weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
+  if (!is_live(comm)) return bad_handle(comm, "weftCommGetAsyncError");
+  if (asyncError == nullptr) return null_arg(comm, "weftCommGetAsyncError", "asyncError");
+  const absl::Status s = comm->comm->async_error();
+  *asyncError = s.ok() ? weftSuccess : finish(comm, s);
+  return weftSuccess;
+}
+
+weftResult_t weftCommShrink(weftComm_t comm, weftComm_t* newcomm, int* droppedRanks,
+                            int* droppedCount) {
+  if (!is_live(comm)) return bad_handle(comm, "weftCommShrink");
+  if (droppedRanks != nullptr && droppedCount == nullptr) {
+    return null_arg(comm, "weftCommShrink", "droppedCount (droppedRanks is not)");
+  }
+  std::vector<int> dropped;
+  const weftResult_t r = init(newcomm, "weftCommShrink", [&] { return comm->comm->shrink(&dropped); });
+  if (r != weftSuccess) {
+    comm->last_error = t_last_error;  // the failure belongs to `comm`, not only to this thread
+    return r;
+  }
+  if (droppedRanks != nullptr) {
+    std::copy(dropped.begin(), dropped.end(), droppedRanks);  // at most comm's size
+    *droppedCount = static_cast<int>(dropped.size());
+  } else if (droppedCount != nullptr) {
+    *droppedCount = static_cast<int>(dropped.size());
+  }
+  return weftSuccess;
 }
 
 weftResult_t weftCommCount(const weftComm_t comm, int* count) {

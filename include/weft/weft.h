@@ -107,6 +107,23 @@ weftResult_t weftCommInitFromEnv(weftComm_t* comm);
 /** Frees the communicator and closes its links. NULL is allowed and does nothing. */
 weftResult_t weftCommDestroy(weftComm_t comm);
 
+/** Like ncclCommAbort: callable from any thread; the collective in progress on `comm` (if
+ *  any) returns within a wait step, and every later call fails. Destroy the comm after. */
+weftResult_t weftCommAbort(weftComm_t comm);
+
+/** Like ncclCommGetAsyncError: callable from any thread; *asyncError is weftSuccess while the
+ *  comm works, else the error that broke it (its message: weftGetLastError(comm)). */
+weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
+
+/** After a rank died or hung, every surviving rank calls this and gets in *newcomm a
+ *  communicator of the survivors, in their old order (like ncclCommShrink, but weft finds the
+ *  lost ranks itself; see Communicator::shrink). When droppedRanks is not NULL it must have
+ *  room for the comm's rank count; it gets the old ranks left out, and *droppedCount (which
+ *  may then not be NULL) their number. `comm` refuses collectives afterwards: destroy it.
+ *  On failure *newcomm is set to NULL. */
+weftResult_t weftCommShrink(weftComm_t comm, weftComm_t* newcomm, int* droppedRanks,
+                            int* droppedCount);
+
 /** The number of ranks, and this rank, of the communicator. */
 weftResult_t weftCommCount(const weftComm_t comm, int* count);
 weftResult_t weftCommUserRank(const weftComm_t comm, int* rank);

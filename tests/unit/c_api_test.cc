@@ -376,6 +376,59 @@ TEST(CApi, ThreeRanks) {
   destroy(comms);
 }
 
+// Abort and the async error, then shrink around a lost rank: the survivors' new
+// communicator works and the old one says why it is unusable.
+TEST(CApi, AbortAsyncErrorAndShrink) {
+  std::vector<weftComm_t> comms = init_comms(3);
+  ASSERT_EQ(comms.size(), 3u);
+  weftResult_t async = weftInternalError;
+  ASSERT_EQ(weftCommGetAsyncError(comms[0], &async), weftSuccess);
+  EXPECT_EQ(async, weftSuccess);
+  EXPECT_EQ(weftCommGetAsyncError(comms[0], nullptr), weftInvalidArgument);
+
+  ASSERT_EQ(weftCommDestroy(comms[1]), weftSuccess);  // rank 1 is lost
+  std::vector<weftComm_t> next(3, nullptr);
+  std::vector<std::vector<int>> dropped(3, std::vector<int>(3, -1));
+  std::vector<int> dropped_count(3, -1);
+  std::vector<std::thread> threads;
+  for (int r : {0, 2}) {
+    threads.emplace_back([&, r] {
+      EXPECT_EQ(weftCommShrink(comms[r], &next[r], dropped[r].data(), &dropped_count[r]),
+                weftSuccess)
+          << last_error(comms[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r : {0, 2}) {
+    ASSERT_NE(next[r], nullptr);
+    EXPECT_EQ(dropped_count[r], 1);
+    EXPECT_EQ(dropped[r][0], 1);
+    int n = -1, me = -1;
+    EXPECT_EQ(weftCommCount(next[r], &n), weftSuccess);
+    EXPECT_EQ(weftCommUserRank(next[r], &me), weftSuccess);
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(me, r / 2);
+    ASSERT_EQ(weftCommGetAsyncError(comms[r], &async), weftSuccess);
+    EXPECT_EQ(async, weftInvalidUsage);
+    EXPECT_THAT(last_error(comms[r]), HasSubstr("shrank"));
+  }
+  on_every_rank(2, [&](int r) {
+    weftComm_t comm = next[r * 2];
+    int32_t x = r + 1, sum = 0;
+    ASSERT_EQ(weftAllReduce(&x, &sum, 1, weftInt32, weftSum, comm, nullptr), weftSuccess)
+        << last_error(comm);
+    EXPECT_EQ(sum, 3);
+  });
+
+  // Abort: the comm refuses calls and says so.
+  ASSERT_EQ(weftCommAbort(next[0]), weftSuccess);
+  ASSERT_EQ(weftCommGetAsyncError(next[0], &async), weftSuccess);
+  EXPECT_EQ(async, weftInvalidUsage);
+  EXPECT_THAT(last_error(next[0]), HasSubstr("abort"));
+  EXPECT_EQ(weftCommShrink(nullptr, &next[1], nullptr, nullptr), weftInvalidUsage);
+  for (weftComm_t c : {comms[0], comms[2], next[0], next[2]}) EXPECT_EQ(weftCommDestroy(c), weftSuccess);
+}
+
 TEST(CApi, TimeoutThenInvalidUsage) {
   // WEFT_TIMEOUT is read when the communicator is created; the C API has no per-call timeout.
   ScopedEnv env("WEFT_TIMEOUT", "1");
