@@ -190,6 +190,12 @@ absl::StatusOr<LaunchInfo> read_launch_info(const EnvLookup& lookup) {
     info.local_rank = *v;
     local_rank_name = env::kLocalRank.name;
   }
+  if (info.local_size > info.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the launcher says ", info.local_size, " ranks run on this node but ", info.size,
+        " in the whole job; check the launcher's per-node task counts (",
+        info.launcher, ")"));
+  }
   if (info.local_size > 0 && info.local_rank >= info.local_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         local_rank_name, " (", info.local_rank, ") is not below the launcher's local size (",

@@ -148,6 +148,11 @@ absl::StatusOr<DecodedId> decode_unique_id(const UniqueId& id) {
   if (d.address.port == 0) return not_weft_id("port 0");
   d.job_id = get_le<uint64_t>(b + kJobAt);
   std::memcpy(d.secret.data(), b + kSecretAt, 16);
+  // Reserved bytes are zero in every id weft makes; anything else was damaged on its way.
+  for (size_t i = 0; i < id.bytes.size(); ++i) {
+    const bool reserved = (i >= kAddressAt + 16 && i < kJobAt) || i >= kSecretAt + 16;
+    if (reserved && b[i] != 0) return not_weft_id(absl::StrCat("reserved byte ", i, " is not zero"));
+  }
   return d;
 }
 

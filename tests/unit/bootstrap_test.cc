@@ -108,7 +108,7 @@ TEST(UniqueId, RoundTrip) {
 
 TEST(UniqueId, RejectsGarbage) {
   const UniqueId good = encode_unique_id(RendezvousAddress::loopback_v4(9), 1, kSecret);
-  std::vector<UniqueId> bad(5);
+  std::vector<UniqueId> bad(7);
   std::mt19937 rng(1);
   for (auto& b : bad[1].bytes) b = static_cast<uint8_t>(rng());
   bad[2] = good;
@@ -117,6 +117,10 @@ TEST(UniqueId, RejectsGarbage) {
   bad[3].bytes[6] = 5;  // family
   bad[4] = good;
   bad[4].bytes[8] = bad[4].bytes[9] = 0;  // port 0
+  bad[5] = good;
+  bad[5].bytes[27] = 1;  // reserved, between the address and the job id
+  bad[6] = good;
+  bad[6].bytes[127] = 1;  // reserved, the last byte
   for (const auto& id : bad) {
     auto d = decode_unique_id(id);
     ASSERT_FALSE(d.ok());

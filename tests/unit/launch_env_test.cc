@@ -99,6 +99,9 @@ TEST(LaunchEnv, MalformedSlurmTasksPerNode) {
                   {"SLURM_TASKS_PER_NODE", "2,1"},
                   {"SLURM_NODEID", "5"}},
                  {"SLURM_NODEID=5", "SLURM_TASKS_PER_NODE=2,1"});
+  // More ranks on this node than in the whole job.
+  expect_invalid({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "8"}},
+                 {"8 ranks run on this node but 4 in the whole job"});
 }
 
 TEST(LaunchEnv, WeftVariablesOverrideLaunchers) {
