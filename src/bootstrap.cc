@@ -134,7 +134,53 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_exchange(const UniqueId& id, int
   return table;
 }
 
+namespace {
+
+// Where rank 0 serves a WEFT_COORDINATOR rendezvous that `host_port` resolves to `resolved`
+// on this host: on one address only, so that no other network this host is on can reach it.
+// A loopback coordinator is a single-host job and is served where it points. Otherwise the
+// address belongs to WEFT_SOCKET_IFNAME's interface when one is named (the interface the tcp
+// links use too), else to whichever interface holds the resolved address.
+absl::StatusOr<RendezvousAddress> coordinator_listen_address(const std::string& host_port,
+                                                             const RendezvousAddress& resolved,
+                                                             const std::string& socket_ifname) {
+  if (resolved.is_loopback()) return resolved;
+  transport::tcp::SockAddr as_socket;
+  as_socket.len = resolved.to_sockaddr(as_socket.storage);
+  auto holder = transport::tcp::interface_holding(as_socket);
+  if (!holder.ok()) return holder.status();
+  if (socket_ifname.empty()) {
+    if (!holder->empty()) return resolved;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it resolves to ", resolved.to_string(), ", which is not an address of this host; set "
+        "WEFT_SOCKET_IFNAME to the interface the other ranks reach rank 0 through, or give "
+        "WEFT_COORDINATOR an address of rank 0's host"));
+  }
+  if (*holder == socket_ifname) return resolved;
+  auto ip = transport::tcp::choose_listen_ip(socket_ifname);
+  if (!ip.ok()) return ip.status();
+  auto sa = transport::tcp::make_sockaddr(*ip, resolved.port);
+  if (!sa.ok()) return sa.status();
+  auto chosen = RendezvousAddress::from_sockaddr(sa->get(), sa->len);
+  if (!chosen.ok()) return chosen.status();
+  // A warning, not an error: the other ranks dial what the name resolves to on their hosts,
+  // which may differ from here (a name mapped to another interface in /etc/hosts).
+  const std::string here = holder->empty() ? std::string("not an address of this host")
+                                           : absl::StrCat("an address of ", *holder);
+  std::fprintf(stderr,
+               "weft: warning: WEFT_COORDINATOR=%s resolves here to %s (%s), but rank 0 serves "
+               "the rendezvous only on %s, the address of WEFT_SOCKET_IFNAME=%s; the other ranks "
+               "find it only if the name resolves to that address on their hosts (else give "
+               "WEFT_COORDINATOR that address)\n",
+               host_port.c_str(), resolved.to_string().c_str(), here.c_str(),
+               chosen->to_string().c_str(), socket_ifname.c_str());
+  return chosen;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::string& host_port,
+                                                                 const std::string& socket_ifname,
                                                                  int rank, int size,
                                                                  const PeerInfo& self,
                                                                  Deadline deadline) {
@@ -144,28 +190,20 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::stri
   if (rank == 0) {
     auto decoded = decode_unique_id(*id);
     if (!decoded.ok()) return decoded.status();
-    RendezvousAddress bind_address = decoded->address;
-    if (!bind_address.is_loopback()) {
-      // Listen on every interface: the name may resolve to another local address here
-      // (Debian maps the host name to 127.0.1.1) than on the other hosts.
-      auto probe = RendezvousAddress(bind_address);
-      probe.port = 0;
-      if (!wire::listen_on(probe).ok()) {
-        std::fprintf(stderr, "weft: WEFT_COORDINATOR=%s resolves to %s, which is not an address "
-                     "of rank 0's host; the other ranks will not find rank 0 there\n",
-                     host_port.c_str(), decoded->address.to_string().c_str());
-      }
-      bind_address.address = {};
-    }
+    auto cannot_serve = [&](const absl::Status& why) {
+      return absl::Status(why.code(), absl::StrCat("rank 0 cannot serve WEFT_COORDINATOR=",
+                                                   host_port, ": ", why.message()));
+    };
+    auto bind_address = coordinator_listen_address(host_port, decoded->address, socket_ifname);
+    if (!bind_address.ok()) return cannot_serve(bind_address.status());
     auto secret = job_secret(decoded->secret);
     if (!secret.ok()) return secret.status();
-    auto started = RendezvousServer::start(bind_address, decoded->job_id, *secret, size, deadline);
-    if (!started.ok()) {
-      return absl::Status(started.status().code(),
-                          absl::StrCat("rank 0 cannot serve WEFT_COORDINATOR=", host_port, ": ",
-                                       started.status().message()));
-    }
+    auto started = RendezvousServer::start(*bind_address, decoded->job_id, *secret, size, deadline);
+    if (!started.ok()) return cannot_serve(started.status());
     server = std::move(*started);
+    // Rank 0 meets the others where its server listens, which may not be where the name
+    // resolves to on this host (see coordinator_listen_address).
+    *id = encode_unique_id(server->address(), decoded->job_id, decoded->secret);
   }
   auto table = bootstrap_exchange(*id, rank, size, self, deadline);
   // Rank 0 keeps serving until every rank has its table (bounded by the deadline); the

@@ -43,11 +43,19 @@ inline constexpr uint32_t kMaxPeerBlobBytes = 64 * 1024;
 absl::StatusOr<std::vector<PeerInfo>> bootstrap_exchange(const UniqueId& id, int rank, int size,
                                                          const PeerInfo& self, Deadline deadline);
 
-/// The WEFT_COORDINATOR flavour: rank 0 serves the rendezvous on host_port's port (bound to
-/// every interface unless host_port names a loopback address, so that a host name resolving
-/// differently on rank 0's host still works) and waits until every rank got the table; every
-/// rank, rank 0 included, then runs bootstrap_exchange with unique_id_for_coordinator().
+/// The WEFT_COORDINATOR flavour: rank 0 serves the rendezvous on host_port's port and waits
+/// until every rank got the table; every rank, rank 0 included, then runs bootstrap_exchange
+/// with unique_id_for_coordinator(). Rank 0 listens on one address only, never on every
+/// interface, so that only the network the job uses can reach the rendezvous:
+///   - a loopback host_port (a single-host job): that address;
+///   - with `socket_ifname` (WEFT_SOCKET_IFNAME): the address host_port resolves to when that
+///     interface holds it, else the interface's own address (choose_listen_ip, as the tcp
+///     transport does), with a warning that the other ranks must resolve the name to it;
+///   - without: the address host_port resolves to, which must be one of this host's
+///     (FailedPrecondition otherwise, saying to set WEFT_SOCKET_IFNAME or WEFT_COORDINATOR).
+/// Rank 0 dials its server where it listens.
 absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::string& host_port,
+                                                                 const std::string& socket_ifname,
                                                                  int rank, int size,
                                                                  const PeerInfo& self,
                                                                  Deadline deadline);

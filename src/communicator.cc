@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/bootstrap.hpp"
 #include "src/comm.hpp"
+#include "src/env.hpp"
 #include "src/launch_env.hpp"
 #include "src/unique_id.hpp"
 #include "weft/weft.hpp"
@@ -51,8 +52,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_from_env() {
   const Deadline deadline = bootstrap_deadline();
   const int rank = launch->rank, size = launch->size;
   const std::string coordinator = launch->coordinator;
+  const std::string socket_ifname = env_value(env::kSocketIfname);
   auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, [&](const PeerInfo& self) {
-    return bootstrap_from_coordinator(coordinator, rank, size, self, deadline);
+    return bootstrap_from_coordinator(coordinator, socket_ifname, rank, size, self, deadline);
   });
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(new Communicator(*std::move(comm)));

@@ -30,7 +30,8 @@ inline constexpr EnvVar kCoordinator{
     "WEFT_COORDINATOR", "", "host:port of the rendezvous that rank 0 serves (create_from_env)"};
 inline constexpr EnvVar kSocketIfname{
     "WEFT_SOCKET_IFNAME", "",
-    "network interface for bootstrap and tcp (default: first non-loopback interface up)"};
+    "network interface for bootstrap and tcp (default: first non-loopback interface up; "
+    "rank 0 serves WEFT_COORDINATOR on the local address its host name resolves to)"};
 inline constexpr EnvVar kJobSecret{
     "WEFT_JOB_SECRET", "",
     "text every rank of the job shares; connections prove they know it (unset: the unique "

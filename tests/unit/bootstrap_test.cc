@@ -1,6 +1,7 @@
-// The unique id and the TCP rendezvous, on loopback, with ranks as threads. Every wait has a
-// deadline of a few seconds and every test asserts how long it took, so a bug shows up as a
-// failure rather than a hang.
+// The unique id and the TCP rendezvous, with ranks as threads, on loopback (and on this
+// host's other address, to see where a coordinator listens). Every wait has a deadline of a
+// few seconds and every test asserts how long it took, so a bug shows up as a failure rather
+// than a hang.
 #include "src/bootstrap.hpp"
 #include "src/bootstrap_wire.hpp"
 
@@ -9,15 +10,19 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "transport/tcp/address.hpp"
 
 namespace weft {
 namespace {
@@ -189,7 +194,7 @@ TEST(Bootstrap, RandomOrderAndLateServer) {
   std::vector<std::thread> threads;
   const absl::Time start = absl::Now();
   auto run = [&](int rank) {
-    results[rank] = bootstrap_from_coordinator(coordinator, rank, size, peer(rank),
+    results[rank] = bootstrap_from_coordinator(coordinator, "", rank, size, peer(rank),
                                                Deadline::after(absl::Seconds(10)));
   };
   for (int i = 0; i < size - 1; ++i) {
@@ -203,6 +208,116 @@ TEST(Bootstrap, RandomOrderAndLateServer) {
   for (auto& t : threads) t.join();
   for (const auto& r : results) expect_full_table(r, size);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// An IPv4 address of this host that is not loopback (the one the tcp transport would pick),
+// or "" when the host has only loopback.
+std::string non_loopback_ipv4() {
+  auto ip = transport::tcp::choose_listen_ip("");
+  return ip.ok() && *ip != "127.0.0.1" ? *ip : "";
+}
+
+RendezvousAddress ipv4_address(const std::string& ip, uint16_t port) {
+  auto sa = transport::tcp::make_sockaddr(ip, port);
+  EXPECT_TRUE(sa.ok()) << sa.status();
+  return *RendezvousAddress::from_sockaddr(sa->get(), sa->len);
+}
+
+// 0 when something accepts a TCP connection at `a`, else connect's errno (ECONNREFUSED:
+// nothing listens there).
+int try_connect(const RendezvousAddress& a) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const timeval two_seconds{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &two_seconds, sizeof two_seconds);
+  sockaddr_storage ss;
+  const socklen_t len = a.to_sockaddr(ss);
+  const int err = connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 ? 0 : errno;
+  close(fd);
+  return err;
+}
+
+// Retries for a few seconds while rank 0 (a thread) gets its server up.
+bool accepts_soon(const RendezvousAddress& a) {
+  const Deadline deadline = Deadline::after(absl::Seconds(5));
+  while (!deadline.expired()) {
+    if (try_connect(a) == 0) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+// Rank 0 of a 2-rank WEFT_COORDINATOR job serves while the test probes; rank 1 then joins
+// through `join`, and both must get the table.
+void serve_probe_join(const std::string& coordinator, const std::string& socket_ifname,
+                      const std::function<void()>& probe, const UniqueId& join) {
+  Result rank0 = absl::UnknownError("not run");
+  std::thread server([&] {
+    rank0 = bootstrap_from_coordinator(coordinator, socket_ifname, 0, 2, peer(0),
+                                       Deadline::after(absl::Seconds(10)));
+  });
+  probe();
+  auto rank1 = run_ranks(join, {{1, 2}}, absl::Seconds(10));
+  server.join();
+  expect_full_table(rank0, 2);
+  expect_full_table(rank1[0], 2);
+}
+
+// Told to use `lo`, rank 0 serves a coordinator named by another local address on loopback
+// only: that other address refuses connections, so no other network reaches the rendezvous.
+TEST(Bootstrap, CoordinatorListensOnlyOnSocketIfname) {
+  const std::string other = non_loopback_ipv4();
+  if (other.empty()) GTEST_SKIP() << "this host has no address but loopback";
+  const uint16_t port = free_port();
+  const std::string coordinator = absl::StrCat(other, ":", port);
+  auto decoded = decode_unique_id(*unique_id_for_coordinator(coordinator));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const RendezvousAddress on_lo = RendezvousAddress::loopback_v4(port);
+  serve_probe_join(coordinator, "lo", [&] {
+    ASSERT_TRUE(accepts_soon(on_lo)) << "rank 0 never served on " << on_lo.to_string();
+    EXPECT_EQ(try_connect(ipv4_address(other, port)), ECONNREFUSED)
+        << "rank 0, told WEFT_SOCKET_IFNAME=lo, also listens on " << other;
+  }, encode_unique_id(on_lo, decoded->job_id, decoded->secret));
+}
+
+// Without WEFT_SOCKET_IFNAME, rank 0 serves on the address the coordinator names, not on
+// every interface: loopback refuses.
+TEST(Bootstrap, CoordinatorListensOnlyOnItsOwnAddress) {
+  const std::string other = non_loopback_ipv4();
+  if (other.empty()) GTEST_SKIP() << "this host has no address but loopback";
+  const uint16_t port = free_port();
+  const std::string coordinator = absl::StrCat(other, ":", port);
+  serve_probe_join(coordinator, "", [&] {
+    ASSERT_TRUE(accepts_soon(ipv4_address(other, port)))
+        << "rank 0 never served on " << coordinator;
+    EXPECT_EQ(try_connect(RendezvousAddress::loopback_v4(port)), ECONNREFUSED)
+        << "rank 0 serves " << coordinator << " on loopback too";
+  }, *unique_id_for_coordinator(coordinator));
+}
+
+// A coordinator that is none of this host's addresses (TEST-NET-3) cannot be served without
+// an interface to serve on, and the error says what to set; with one, rank 0 serves there
+// and meets itself there.
+TEST(Bootstrap, CoordinatorElsewhereNeedsSocketIfname) {
+  const std::string coordinator = absl::StrCat("203.0.113.7:", free_port());
+  const absl::Time start = absl::Now();
+  auto alone = bootstrap_from_coordinator(coordinator, "", 0, 1, peer(0),
+                                          Deadline::after(absl::Seconds(10)));
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kFailedPrecondition) << alone.status();
+  EXPECT_THAT(std::string(alone.status().message()),
+              AllOf(HasSubstr("WEFT_COORDINATOR=" + coordinator), HasSubstr("203.0.113.7"),
+                    HasSubstr("not an address of this host"), HasSubstr("set WEFT_SOCKET_IFNAME")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "the error must come at once";
+
+  auto missing = bootstrap_from_coordinator(coordinator, "nosuch0", 0, 1, peer(0),
+                                            Deadline::after(absl::Seconds(10)));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()),
+              AllOf(HasSubstr("rank 0 cannot serve"), HasSubstr("WEFT_SOCKET_IFNAME=nosuch0")));
+
+  expect_full_table(bootstrap_from_coordinator(coordinator, "lo", 0, 1, peer(0),
+                                               Deadline::after(absl::Seconds(10))),
+                    1);
 }
 
 TEST(Bootstrap, LateServerForAGivenId) {

@@ -39,6 +39,28 @@ bool usable_ipv6(const sockaddr* sa) {
 struct IfaddrsDeleter {
   void operator()(ifaddrs* p) const { freeifaddrs(p); }
 };
+using IfaddrsList = std::unique_ptr<ifaddrs, IfaddrsDeleter>;
+
+absl::StatusOr<IfaddrsList> local_interfaces() {
+  ifaddrs* raw = nullptr;
+  if (getifaddrs(&raw) != 0) {
+    return absl::InternalError(
+        absl::StrCat("tcp: getifaddrs failed: ", std::strerror(errno), "; set WEFT_SOCKET_IFNAME"));
+  }
+  return IfaddrsList(raw);
+}
+
+// Whether two socket addresses hold the same IP; ports and IPv6 scopes do not count.
+bool same_ip(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+  }
+  if (a->sa_family != AF_INET6) return false;
+  return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                            &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr);
+}
 
 }  // namespace
 
@@ -126,12 +148,9 @@ std::string format_address(const SockAddr& addr) {
 }
 
 absl::StatusOr<std::string> choose_listen_ip(const std::string& ifname) {
-  ifaddrs* raw = nullptr;
-  if (getifaddrs(&raw) != 0) {
-    return absl::InternalError(
-        absl::StrCat("tcp: getifaddrs failed: ", std::strerror(errno), "; set WEFT_SOCKET_IFNAME"));
-  }
-  std::unique_ptr<ifaddrs, IfaddrsDeleter> list(raw);
+  auto list = local_interfaces();
+  if (!list.ok()) return list.status();
+  const ifaddrs* raw = list->get();
 
   if (!ifname.empty()) {
     bool seen = false, up = false;
@@ -170,6 +189,15 @@ absl::StatusOr<std::string> choose_listen_ip(const std::string& ifname) {
   }
   if (!up_only.empty()) return up_only;
   return std::string("127.0.0.1");
+}
+
+absl::StatusOr<std::string> interface_holding(const SockAddr& addr) {
+  auto list = local_interfaces();
+  if (!list.ok()) return list.status();
+  for (const ifaddrs* ifa = list->get(); ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr != nullptr && same_ip(ifa->ifa_addr, addr.get())) return ifa->ifa_name;
+  }
+  return std::string();
 }
 
 }  // namespace weft::transport::tcp

@@ -1,6 +1,6 @@
 // What the tcp transport publishes in bootstrap ("ip:port", IPv6 as "[addr]:port"), and
-// how a rank picks the local IP it listens on. The bootstrap reuses choose_listen_ip so that
-// the rendezvous and the data links agree on one interface.
+// how a rank picks the local IP it listens on. The bootstrap reuses choose_listen_ip and
+// interface_holding so that the rendezvous and the data links agree on one interface.
 #pragma once
 
 #include <sys/socket.h>
@@ -45,5 +45,9 @@ std::string format_address(const SockAddr& addr);
 /// non-loopback IPv4 interface that is up and running (docker bridges skipped, as NCCL
 /// does: they do not reach other hosts), else 127.0.0.1 for single-host jobs.
 absl::StatusOr<std::string> choose_listen_ip(const std::string& ifname);
+
+/// The name of the local interface that holds `addr`'s IP (the port does not matter), or an
+/// empty string when no interface of this host has that address.
+absl::StatusOr<std::string> interface_holding(const SockAddr& addr);
 
 }  // namespace weft::transport::tcp
