@@ -184,10 +184,12 @@ def run(job):
         if rank != LATE_RANK:
             job.start_rank(rank)
 
-    # Rank 0 holds the rendezvous and a tcp listener; the others a tcp listener each.
+    # Rank 0 holds the rendezvous; every rank two tcp listeners: its data links' and shrink's
+    # control listener (which reads its queue only during a shrink, so only the data
+    # listener's refusals reach the log here; both get every stranger).
     rendezvous = f"{LOOPBACK}:{job.port}"
     wait_until("the rendezvous and every tcp listener", deadline, lambda: all(
-        len(job.listeners(r)) == (2 if r == 0 else 1) for r in job.ranks), job)
+        len(job.listeners(r)) == (3 if r == 0 else 2) for r in job.ranks), job)
     tcp_port = {}
     for rank in job.ranks:
         for addr in job.listeners(rank):
@@ -195,7 +197,7 @@ def run(job):
                 raise Failure(f"rank {rank} listens on {addr}; told WEFT_SOCKET_IFNAME=lo, it "
                               f"must listen on {LOOPBACK} only")
             if addr != rendezvous:
-                tcp_port[rank] = int(addr.rsplit(":", 1)[1])
+                tcp_port.setdefault(rank, []).append(int(addr.rsplit(":", 1)[1]))
     print(f"nc_strangers: rendezvous at {rendezvous}, tcp listeners at ports {tcp_port}")
 
     # The rendezvous: garbage, another job's hello, a forged hello with a made-up proof.
@@ -215,14 +217,16 @@ def run(job):
 
     # Every tcp listener: garbage, a hello forged as rank 0 with a made-up proof, silence.
     strays = [GARBAGE, None, b""]
-    for rank, port in tcp_port.items():
+    for rank, ports in tcp_port.items():
         strays[1] = tcp_hello(job_id, 0, rank, RANKS) + bytes(PROOF_BYTES)
-        for data in strays:
-            job.linger(port, data)
+        for port in ports:
+            for data in strays:
+                job.linger(port, data)
     # nc sends on its own time: rank 3 starts the links only once every stranger's bytes sit
     # in the listeners' queues, else a listener could be done before a stranger arrives.
     wait_until("the strangers' bytes in every tcp listener's queue", deadline, lambda: all(
-        queued(port) == (len(strays), sum(map(len, strays))) for port in tcp_port.values()), job)
+        queued(port) == (len(strays), sum(map(len, strays)))
+        for ports in tcp_port.values() for port in ports), job)
 
     job.start_rank(LATE_RANK)
     for rank, p in job.ranks.items():

@@ -120,7 +120,9 @@ TEST(CallAgreement, WireRoundTripsAndRejectsWhatIsNotACallCheck) {
       std::copy(wire, wire + sizeof wire, bad);
       bad[i] ^= std::byte(1 << bit);
       auto d = CallAgreement::decode(bad, sizeof bad, 5);
-      if (i < 4) EXPECT_FALSE(d.ok()) << "magic/version byte " << i;
+      if (i < 4) {
+        EXPECT_FALSE(d.ok()) << "magic/version byte " << i;
+      }
       if (d.ok()) {
         EXPECT_LT(d->reference_rank, 5u);
         EXPECT_LT(static_cast<int>(d->reference.kind), kNumCollectiveKinds);
