@@ -190,6 +190,7 @@ def kill(ctx, args):
     where = ", ".join(f"pid {t['pid']} on {t['host']}" for t in targets)
     ctx.state.log_event(f"inject kill: rank {args.rank} ({where})")
     print(f"inject: killed rank {args.rank} (SIGKILL: {where})")
+    _replace_existing(ctx, f"stop-r{args.rank}")   # nothing left to resume
 
 
 def _rank_processes(ctx, rank, job):
@@ -284,34 +285,46 @@ def clear_all_locked(state):
     state.set_faults([])
 
 
+def _hosts(p, *names):
+    for name in names:
+        p.add_argument(name.lower(), metavar=name, help="a host: h0, h1, ...")
+
+
+def _rank(p):
+    p.add_argument("rank", type=int, metavar="RANK",
+                   help="OMPI_COMM_WORLD_RANK (or WEFT_RANK) of the rank")
+    p.add_argument("--job", help="Open MPI job id, if several jobs run")
+
+
+def _flap_args(p):
+    _hosts(p, "A", "B")
+    p.add_argument("--period", type=float, required=True,
+                   help="seconds per cycle: half partitioned, half healed")
+    p.add_argument("--cycles", type=int, default=10, help="cycles to run (default 10)")
+    p.add_argument("--max-seconds", type=float, default=600,
+                   help="stop after this long in any case (default 600)")
+
+
 # name -> (help, argument adder, apply). Counter storms (ecc, nvlink-crc, nvlink-replay,
 # ib-symbol) go here too: one row each, their apply writing the counters their monitor reads.
 KINDS = {
     "loss": ("drop fraction P of packets between hosts A and B (both ways; iptables statistic)",
-             lambda p: (p.add_argument("a"), p.add_argument("b"),
-                        p.add_argument("p", type=float, help="fraction, e.g. 0.02")), loss),
+             lambda p: (_hosts(p, "A", "B"),
+                        p.add_argument("p", type=float, metavar="P",
+                                       help="fraction of packets, e.g. 0.02")), loss),
     "partition": ("no packets between hosts A and B; every other pair still talks",
-                  lambda p: (p.add_argument("a"), p.add_argument("b")), partition),
+                  lambda p: _hosts(p, "A", "B"), partition),
     "degrade": ("limit host A's link(s) to RATE (tbf on both ends), e.g. 500mbit",
-                lambda p: (p.add_argument("a"), p.add_argument("rate"),
+                lambda p: (_hosts(p, "A"), p.add_argument("rate", metavar="RATE",
+                                                          help="tc rate: 2gbit, 500mbit, ..."),
                            p.add_argument("--rail", type=int, help="one rail (default: all)")),
                 degrade),
     "flap": ("partition A-B and heal, repeatedly, in a bounded background process",
-             lambda p: (p.add_argument("a"), p.add_argument("b"),
-                        p.add_argument("--period", type=float, required=True,
-                                       help="seconds per cycle: half partitioned, half healed"),
-                        p.add_argument("--cycles", type=int, default=10, help="default 10"),
-                        p.add_argument("--max-seconds", type=float, default=600,
-                                       help="stop after this long in any case (default 600)")),
-             flap),
+             _flap_args, flap),
     "kill": ("SIGKILL one rank of a running job (found by its environment in the hosts)",
-             lambda p: (p.add_argument("rank", type=int),
-                        p.add_argument("--job", help="Open MPI job id, if several jobs run")),
-             kill),
+             _rank, kill),
     "stop": ("SIGSTOP one rank for SECONDS, then SIGCONT it (clear resumes it at once)",
-             lambda p: (p.add_argument("rank", type=int),
-                        p.add_argument("seconds", type=float),
-                        p.add_argument("--job", help="Open MPI job id, if several jobs run")),
+             lambda p: (_rank(p), p.add_argument("seconds", type=float, metavar="SECONDS")),
              stop),
     "clear": ("undo faults: all; those of host A; those between A and B; or one by id",
               lambda p: p.add_argument("targets", nargs="*", metavar="A [B] | ID"), clear),
