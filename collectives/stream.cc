@@ -112,7 +112,7 @@ absl::Status Waiter::after_pass(bool moved, transport::Pair* a, transport::Pair*
 
 absl::Status Waiter::stalled(transport::Pair* a, transport::Pair* b) {
   std::string peers;
-  for (transport::Pair* p : {a, b}) {
+  for (transport::Pair* p : {a, b == a ? nullptr : b}) {
     if (p != nullptr) absl::StrAppend(&peers, peers.empty() ? "rank " : " or rank ", p->peer());
   }
   return deadline_error(absl::StrCat(what_, " (", peers.empty() ? "no link" : peers, ")"),

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -93,10 +94,15 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   if (!topology.ok()) return topology.status();
   comm->topology_ = *std::move(topology);
   comm->schedule_ = make_schedule(comm->topology_);
-  // Cores of the host, not of this process: mpirun binds each rank to its own core, and
-  // ranks bound to distinct cores are not oversubscribed.
+  // Cores of the machine, not of this process: mpirun binds each rank to its own core, and
+  // ranks bound to distinct cores are not oversubscribed. Ranks in other namespaces of this
+  // machine (a virtual cluster's hosts) compete for the same cores.
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  Backoff::set_oversubscribed(comm->topology_.local_size() > (cores > 0 ? cores : 1));
+  const std::string_view machine = machine_of(self.host_id);
+  const auto on_this_machine = std::count_if(peers->begin(), peers->end(), [&](const PeerInfo& p) {
+    return machine_of(p.host_id) == machine;
+  });
+  Backoff::set_oversubscribed(on_this_machine > (cores > 0 ? cores : 1));
   comm->links_.resize(size);
 
   // The relay is allocated and touched once here, never on the data path.

@@ -105,4 +105,11 @@ std::string local_host_id() {
   return id;
 }
 
+std::string_view machine_of(std::string_view host_id) {
+  const size_t start = host_id.find('/');
+  if (start == std::string_view::npos) return host_id;
+  const size_t end = host_id.find('/', start + 1);
+  return host_id.substr(start + 1, end == std::string_view::npos ? end : end - start - 1);
+}
+
 }  // namespace weft

@@ -28,7 +28,11 @@ struct PeerInfo {
   static absl::StatusOr<PeerInfo> decode(std::string_view blob);
 };
 
-/// This process's host id: hostname, boot id and network-namespace inode.
+/// This process's host id: "hostname/boot id/net ns/ipc ns/pid ns".
 std::string local_host_id();
+
+/// The machine part of a host id (its kernel's boot id): ranks with equal machine ids share
+/// the same cores even when they sit in different namespaces, as virtual-cluster hosts do.
+std::string_view machine_of(std::string_view host_id);
 
 }  // namespace weft

@@ -3,6 +3,7 @@
 // few seconds and every test asserts how long it took, so a bug shows up as a failure rather
 // than a hang.
 #include "src/bootstrap.hpp"
+#include "src/peer_info.hpp"
 #include "src/bootstrap_wire.hpp"
 
 #include <gmock/gmock.h>
@@ -86,6 +87,18 @@ std::vector<std::pair<int, int>> all_ranks(int size) {
   std::vector<std::pair<int, int>> v;
   for (int r = 0; r < size; ++r) v.emplace_back(r, size);
   return v;
+}
+
+// The machine part of a host id is the boot id: virtual-cluster hosts differ in hostname
+// and namespaces but share the machine's cores.
+TEST(PeerInfo, MachineOfAHostIdIsItsBootId) {
+  EXPECT_EQ(machine_of("h0/1234-abcd/net:[1]/ipc:[2]/pid:[3]"), "1234-abcd");
+  EXPECT_EQ(machine_of("h1/1234-abcd/net:[9]/ipc:[2]/pid:[3]"), "1234-abcd");
+  EXPECT_EQ(machine_of("h/boot"), "boot");
+  EXPECT_EQ(machine_of("nothing"), "nothing");
+  const std::string mine = local_host_id();
+  EXPECT_FALSE(machine_of(mine).empty());
+  EXPECT_EQ(mine.find(std::string(machine_of(mine))), mine.find('/') + 1);
 }
 
 TEST(UniqueId, RoundTrip) {
