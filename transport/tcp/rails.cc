@@ -118,6 +118,11 @@ absl::StatusOr<std::vector<Rail>> rails_of(const std::vector<Interface>& interfa
       unusable.push_back(i.name);
     }
   }
+  // Numbered as people number them (eth2 before eth10), not in the kernel's index order.
+  std::sort(out.begin(), out.end(), [](const Rail& a, const Rail& b) {
+    return a.ifname.size() != b.ifname.size() ? a.ifname.size() < b.ifname.size()
+                                              : a.ifname < b.ifname;
+  });
   if (!out.empty()) return out;
   if (!unusable.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -3,7 +3,8 @@
 // WEFT_SOCKET_IFNAME names the rails, comma-separated, as NCCL_SOCKET_IFNAME does:
 // "eth0,eth1". An entry that is the exact name of an interface means that interface, as a
 // single name always has; an entry that names none means every interface whose name starts
-// with it ("weftr" takes weftr0, weftr1, ...; those down or without an address are left out).
+// with it ("weftr" takes weftr0, weftr1, ... in that order; those down or without an address
+// are left out).
 // Each rail is one interface and one of its addresses (IPv4 preferred). Unset, there is one
 // rail, picked as before rails existed. A host takes a rail out of use by leaving it out of
 // its own WEFT_SOCKET_IFNAME: links to and from it then run over the rails both ends have.
