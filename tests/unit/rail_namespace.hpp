@@ -83,3 +83,8 @@ class RailNamespace {
 };
 
 }  // namespace weft::testing
+
+/// Starts a test body in a RailNamespace named `ns`, or skips the test saying why it cannot.
+#define WEFT_REQUIRE_RAILS(ns)              \
+  ::weft::testing::RailNamespace ns;        \
+  if (!ns.why_not().empty()) GTEST_SKIP() << "no rails for this test: " << ns.why_not()
