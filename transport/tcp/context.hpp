@@ -51,8 +51,6 @@ class TcpTransport : public Transport {
   absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
                                                 Deadline deadline) override;
 
-  const std::vector<Rail>& rails() const { return rails_; }
-
  private:
   TcpTransport(const TransportInit& init, std::vector<Rail> rails, std::vector<int> listen_fds,
                std::string address);
