@@ -15,6 +15,7 @@
 #include "src/job_secret.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/address.hpp"
+#include "transport/tcp/rails.hpp"
 
 namespace weft {
 

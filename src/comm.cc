@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   transport::TransportInit control = init;
   control.job_id = job_id ^ kControlJobSalt;
   control.refused_means_gone = true;
+  control.single_rail = true;
   auto control_transport = transport::make_transport("tcp", control);
   if (!control_transport.ok()) return control_transport.status();
   self.addresses.emplace_back(kControlAddress, (*control_transport)->address());

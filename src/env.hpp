@@ -30,8 +30,11 @@ inline constexpr EnvVar kCoordinator{
     "WEFT_COORDINATOR", "", "host:port of the rendezvous that rank 0 serves (create_from_env)"};
 inline constexpr EnvVar kSocketIfname{
     "WEFT_SOCKET_IFNAME", "",
-    "network interface for bootstrap and tcp (default: first non-loopback interface up; "
-    "rank 0 serves WEFT_COORDINATOR on the local address its host name resolves to)"};
+    "network interfaces (rails) for tcp, comma-separated, e.g. eth0,eth1; an entry that names "
+    "no interface is a prefix (eth: eth0, eth1, ...). tcp links stripe over the rails both "
+    "ends have; the bootstrap uses the first. Leave a rail out to stop using it on this host "
+    "(default: the first non-loopback interface up; rank 0 serves WEFT_COORDINATOR on the "
+    "local address its host name resolves to)"};
 inline constexpr EnvVar kJobSecret{
     "WEFT_JOB_SECRET", "",
     "text every rank of the job shares; connections prove they know it (unset: the unique "

@@ -72,13 +72,18 @@ struct TransportInit {
   int size = 0;
   uint64_t job_id = 0;          ///< shared by every rank of one communicator
   JobSecret secret{};           ///< shared by every rank; connections prove they know it
-  std::string socket_ifname;    ///< interface to listen on (tcp); empty: default
+  /// tcp: the rails to listen on, WEFT_SOCKET_IFNAME's syntax (transport/tcp/rails.hpp);
+  /// empty: one rail on the default interface
+  std::string socket_ifname;
   size_t ring_bytes = 1 << 20;  ///< capacity of one direction of a shared-memory ring
   size_t single_copy_bytes = 0;  ///< shm: sends this large are read from the sender's memory
   /// tcp: every peer's listener was up before the first connect (shrink's control plane), so
   /// a refused dial means the peer is gone and fails at once; otherwise it is retried, since
   /// the peer may still be starting.
   bool refused_means_gone = false;
+  /// tcp: one socket per link, on the first rail both ends share, however many they share
+  /// (shrink's control plane, whose few small messages gain nothing from striping).
+  bool single_rail = false;
 };
 
 class Transport {

@@ -53,7 +53,8 @@ struct UniqueId {
 };
 
 /// Creates a UniqueId and starts serving the rendezvous for it in this process, on the
-/// interface named by WEFT_SOCKET_IFNAME (default: the first non-loopback interface that is up).
+/// first interface WEFT_SOCKET_IFNAME names (default: the first non-loopback interface that
+/// is up).
 absl::StatusOr<UniqueId> make_unique_id();
 
 /// Per-link counters, as the transports see them.

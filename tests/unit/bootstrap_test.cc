@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "transport/tcp/address.hpp"
+#include "transport/tcp/rails.hpp"
 
 namespace weft {
 namespace {

@@ -3,7 +3,10 @@
 // its links. Every loop is bounded by a deadline and an iteration count, so a broken
 // transport fails the test instead of hanging it.
 //
-// The tcp-only tests at the end cover what only a socket listener has: strangers.
+// The suite also runs over tcp with two rails (tcp_2rails: every link stripes over two
+// sockets), in a network namespace of its own (rail_namespace.hpp); it is skipped where that
+// cannot be made (not root). The tcp-only tests at the end cover what only a socket listener
+// has: strangers. tcp_rails_test.cc tests rails on their own.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -18,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -36,20 +40,24 @@
 #include "transport/tcp/handshake.hpp"
 #include "transport/tcp/pair.hpp"
 #include "transport/transport.hpp"
+#include "tests/unit/rail_namespace.hpp"
 
 namespace weft::transport {
 namespace {
 
 using MakeTransport = std::function<absl::StatusOr<std::unique_ptr<Transport>>(const TransportInit&)>;
 
-/// One instantiation of the suite: a transport's name and its factory.
+/// One instantiation of the suite: its name, the transport's name and its factory.
 struct TransportCase {
   const char* name;
+  const char* transport;  ///< what the ranks publish their address under
   MakeTransport make;
   /// Whether the lower rank's connect waits for the peer (tcp waits for the ack). shm's lower
   /// rank creates both rings and returns at once, so that connects in any order cannot wait
   /// on each other in a cycle; a peer that never comes then shows at the first wait on data.
   bool lower_rank_waits = true;
+  /// Whether the case runs in a RailNamespace (the ranks' rails are there).
+  bool needs_rails = false;
 };
 void PrintTo(const TransportCase& c, std::ostream* os) { *os << c.name; }
 
@@ -83,7 +91,7 @@ Ranks make_ranks(const TransportCase& c, int n, uint64_t job_id = random_seed(),
     if (!t.ok()) return Ranks{};
     PeerInfo info;
     info.rank = i, info.pid = getpid(), info.host_id = local_host_id();
-    info.addresses = {{c.name, (*t)->address()}};
+    info.addresses = {{c.transport, (*t)->address()}};
     r.transports.push_back(std::move(*t));
     r.infos.push_back(std::move(info));
   }
@@ -223,7 +231,22 @@ size_t drain(Pair& p) {
   return n.ok() ? *n : 0;
 }
 
-class TransportTest : public ::testing::TestWithParam<TransportCase> {};
+class TransportTest : public ::testing::TestWithParam<TransportCase> {
+ protected:
+  void SetUp() override {
+    if (!GetParam().needs_rails) return;
+    rails_.emplace();
+    if (!rails_->why_not().empty()) GTEST_SKIP() << "no rails for this test: " << rails_->why_not();
+  }
+  std::optional<weft::testing::RailNamespace> rails_;  // destroyed after the test body's ranks
+};
+
+/// tcp over the two rails of a RailNamespace: every link stripes over two sockets.
+absl::StatusOr<std::unique_ptr<Transport>> make_two_rail_tcp(const TransportInit& init) {
+  TransportInit two = init;
+  two.socket_ifname = "weftr0,weftr1";
+  return tcp::make_transport(two);
+}
 
 TEST_P(TransportTest, MovesMessagesBothWaysAtOnce) {
   Ranks r = make_ranks(GetParam(), 2);
@@ -253,6 +276,13 @@ TEST_P(TransportTest, MovesMessagesBothWaysAtOnce) {
   EXPECT_EQ(a->stats().bytes_sent, total);
   EXPECT_EQ(b->stats().bytes_received, total);
   EXPECT_EQ(a->stats().errors, 0u);
+  if (GetParam().needs_rails) {  // the link really striped
+    auto* striped = dynamic_cast<tcp::TcpPair*>(a.get());
+    ASSERT_NE(striped, nullptr);
+    ASSERT_EQ(striped->rails(), 2u);
+    EXPECT_GT(striped->rail_stats(0).bytes_sent, total / 3);
+    EXPECT_GT(striped->rail_stats(1).bytes_sent, total / 3);
+  }
 }
 
 TEST_P(TransportTest, RandomSlicesAndReceiveLimits) {
@@ -428,13 +458,15 @@ TEST_P(TransportTest, PeerGoneIsReportedNotHung) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
-                         ::testing::Values(TransportCase{"shm", &shm::make_transport, false},
-                                           TransportCase{"tcp", &tcp::make_transport}),
+                         ::testing::Values(TransportCase{"shm", "shm", &shm::make_transport, false},
+                                           TransportCase{"tcp", "tcp", &tcp::make_transport},
+                                           TransportCase{"tcp_2rails", "tcp", &make_two_rail_tcp,
+                                                         true, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---- shm only ----
 
-const TransportCase kShm{"shm", &shm::make_transport, false};
+const TransportCase kShm{"shm", "shm", &shm::make_transport, false};
 
 // While the peer may still be reading an offer, the sender's buffer is the peer's to read: a
 // send that resumes anywhere else is a caller's bug and fails instead of corrupting the stream.
@@ -531,7 +563,7 @@ TEST(ShmTransport, StaleRingsOfDeadCreatorsAreSwept) {
 
 // ---- tcp only ----
 
-const TransportCase kTcp{"tcp", &tcp::make_transport};
+const TransportCase kTcp{"tcp", "tcp", &tcp::make_transport};
 
 /// A raw client socket on `address`, as a stranger would open it.
 int dial_raw(const std::string& address) {

@@ -1,72 +1,43 @@
 #include "transport/tcp/address.hpp"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <memory>
-#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace weft::transport::tcp {
-namespace {
-
-// The numeric form of an IPv4 or IPv6 address inside a sockaddr.
-std::string ip_string(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  const void* raw = sa->sa_family == AF_INET
-                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
-                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
-  if (inet_ntop(sa->sa_family, raw, buf, sizeof buf) == nullptr) return "?";
-  return buf;
-}
-
-// Link-local IPv6 addresses need a scope id that a published address cannot carry.
-bool usable_ipv6(const sockaddr* sa) {
-  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-  return !IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) && !IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-}
-
-struct IfaddrsDeleter {
-  void operator()(ifaddrs* p) const { freeifaddrs(p); }
-};
-using IfaddrsList = std::unique_ptr<ifaddrs, IfaddrsDeleter>;
-
-absl::StatusOr<IfaddrsList> local_interfaces() {
-  ifaddrs* raw = nullptr;
-  if (getifaddrs(&raw) != 0) {
-    return absl::InternalError(
-        absl::StrCat("tcp: getifaddrs failed: ", std::strerror(errno), "; set WEFT_SOCKET_IFNAME"));
-  }
-  return IfaddrsList(raw);
-}
-
-// Whether two socket addresses hold the same IP; ports and IPv6 scopes do not count.
-bool same_ip(const sockaddr* a, const sockaddr* b) {
-  if (a->sa_family != b->sa_family) return false;
-  if (a->sa_family == AF_INET) {
-    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
-           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
-  }
-  if (a->sa_family != AF_INET6) return false;
-  return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
-                            &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr);
-}
-
-}  // namespace
 
 uint16_t SockAddr::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
   return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+}
+
+std::string SockAddr::ip() const {
+  char buf[INET6_ADDRSTRLEN] = {};
+  const void* raw =
+      family() == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr);
+  if (inet_ntop(family(), raw, buf, sizeof buf) == nullptr) return "?";
+  return buf;
+}
+
+SockAddr SockAddr::from(const sockaddr* sa) {
+  SockAddr out;
+  out.len = sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  std::memcpy(&out.storage, sa, out.len);
+  return out;
 }
 
 absl::StatusOr<SockAddr> make_sockaddr(const std::string& ip, uint16_t port) {
@@ -120,84 +91,76 @@ absl::StatusOr<SockAddr> parse_address(std::string_view text) {
   return addr;
 }
 
-bool refuses_connections(std::string_view address, int wait_ms) {
-  auto addr = parse_address(address);
-  if (!addr.ok()) return false;
-  const int fd = ::socket(addr->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bool refused = false;
-  if (::connect(fd, addr->get(), addr->len) != 0) {
-    refused = errno == ECONNREFUSED;
-    if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (::poll(&p, 1, wait_ms) > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0) {
-        refused = err == ECONNREFUSED;
-      }
-    }
+absl::StatusOr<std::vector<SockAddr>> parse_address_list(std::string_view text) {
+  // Count before splitting, so a hostile list cannot make us build a huge vector.
+  const size_t entries = 1 + static_cast<size_t>(std::count(text.begin(), text.end(), ','));
+  if (entries > kMaxRails) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tcp: the peer published ", entries, " addresses, more than the ", kMaxRails,
+        " rails a tcp transport listens on; is every rank running the same weft version?"));
   }
-  ::close(fd);
-  return refused;
+  std::vector<SockAddr> out;
+  for (absl::string_view entry : absl::StrSplit(absl::string_view(text.data(), text.size()), ',')) {
+    auto addr = parse_address(std::string_view(entry.data(), entry.size()));
+    if (!addr.ok()) {
+      if (entries == 1) return addr.status();
+      return absl::InvalidArgumentError(absl::StrCat(addr.status().message(), " in the list '",
+                                                     std::string(text), "'"));
+    }
+    out.push_back(*addr);
+  }
+  return out;
 }
 
 std::string format_address(const SockAddr& addr) {
-  const std::string ip = ip_string(addr.get());
-  if (addr.family() == AF_INET6) return absl::StrCat("[", ip, "]:", addr.port());
-  return absl::StrCat(ip, ":", addr.port());
+  if (addr.family() == AF_INET6) return absl::StrCat("[", addr.ip(), "]:", addr.port());
+  return absl::StrCat(addr.ip(), ":", addr.port());
 }
 
-absl::StatusOr<std::string> choose_listen_ip(const std::string& ifname) {
-  auto list = local_interfaces();
-  if (!list.ok()) return list.status();
-  const ifaddrs* raw = list->get();
-
-  if (!ifname.empty()) {
-    bool seen = false, up = false;
-    std::string ipv6;
-    std::set<std::string> names;
-    for (const ifaddrs* ifa = raw; ifa != nullptr; ifa = ifa->ifa_next) {
-      names.insert(ifa->ifa_name);
-      if (ifname != ifa->ifa_name) continue;
-      seen = true;
-      up = (ifa->ifa_flags & IFF_UP) != 0;
-      if (!up || ifa->ifa_addr == nullptr) continue;
-      if (ifa->ifa_addr->sa_family == AF_INET) return ip_string(ifa->ifa_addr);
-      if (ifa->ifa_addr->sa_family == AF_INET6 && ipv6.empty() && usable_ipv6(ifa->ifa_addr)) {
-        ipv6 = ip_string(ifa->ifa_addr);
-      }
-    }
-    if (!ipv6.empty()) return ipv6;
-    if (!seen) {
-      return absl::NotFoundError(absl::StrCat(
-          "tcp: WEFT_SOCKET_IFNAME=", ifname, " names no network interface on this host; ",
-          "interfaces here: ", absl::StrJoin(names, ", ")));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "tcp: interface ", ifname, " (WEFT_SOCKET_IFNAME) is ", up ? "up but has no IPv4 or "
-        "global IPv6 address" : "down", "; pick another interface or bring it up"));
-  }
-
-  // Prefer an interface that also has carrier (RUNNING); a bridge without ports is UP only.
-  std::string up_only;
-  for (const ifaddrs* ifa = raw; ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != AF_INET) continue;
-    if ((ifa->ifa_flags & IFF_UP) == 0 || (ifa->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    if (std::strncmp(ifa->ifa_name, "docker", 6) == 0) continue;
-    if ((ifa->ifa_flags & IFF_RUNNING) != 0) return ip_string(ifa->ifa_addr);
-    if (up_only.empty()) up_only = ip_string(ifa->ifa_addr);
-  }
-  if (!up_only.empty()) return up_only;
-  return std::string("127.0.0.1");
+std::string format_address_list(const std::vector<SockAddr>& addrs) {
+  return absl::StrJoin(addrs, ",", [](std::string* out, const SockAddr& a) {
+    out->append(format_address(a));
+  });
 }
 
-absl::StatusOr<std::string> interface_holding(const SockAddr& addr) {
-  auto list = local_interfaces();
-  if (!list.ok()) return list.status();
-  for (const ifaddrs* ifa = list->get(); ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr != nullptr && same_ip(ifa->ifa_addr, addr.get())) return ifa->ifa_name;
+bool refuses_connections(std::string_view address_list, int wait_ms) {
+  auto addrs = parse_address_list(address_list);
+  if (!addrs.ok()) return false;
+  // All at once, so that an unreachable address does not hold up the others' answers.
+  std::vector<pollfd> probes;
+  bool refused = false;
+  for (const SockAddr& addr : *addrs) {
+    const int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const int rc = ::connect(fd, addr.get(), addr.len);
+    if (rc != 0 && errno == EINPROGRESS) {
+      probes.push_back({fd, POLLOUT, 0});
+      continue;
+    }
+    refused |= rc != 0 && errno == ECONNREFUSED;
+    ::close(fd);
   }
-  return std::string();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  size_t open = probes.size();
+  while (!refused && open > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    const int ms = static_cast<int>(left.count());
+    if (ms <= 0 || ::poll(probes.data(), probes.size(), ms) <= 0) break;
+    for (pollfd& p : probes) {
+      if (p.fd < 0 || p.revents == 0) continue;
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0) refused |= err == ECONNREFUSED;
+      ::close(p.fd);
+      p.fd = -1;  // poll skips negative fds
+      --open;
+    }
+  }
+  for (const pollfd& p : probes) {
+    if (p.fd >= 0) ::close(p.fd);
+  }
+  return refused;
 }
 
 }  // namespace weft::transport::tcp

@@ -1,17 +1,23 @@
-// What the tcp transport publishes in bootstrap ("ip:port", IPv6 as "[addr]:port"), and
-// how a rank picks the local IP it listens on. The bootstrap reuses choose_listen_ip and
-// interface_holding so that the rendezvous and the data links agree on one interface.
+// What the tcp transport publishes in bootstrap: one "ip:port" (IPv6 as "[addr]:port") per
+// rail it listens on, comma-separated ("10.0.0.1:4000,10.1.0.1:4001"). A rank with one rail
+// publishes exactly one ip:port, the form every weft before rails published.
 #pragma once
 
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace weft::transport::tcp {
+
+/// Most rails (interfaces) one rank listens on, and so most sockets one link opens; also the
+/// most addresses a published list may hold. NCCL caps its socket interfaces at 16 too.
+inline constexpr size_t kMaxRails = 16;
 
 /// An IPv4 or IPv6 socket address, ready for bind(2) and connect(2).
 struct SockAddr {
@@ -23,31 +29,32 @@ struct SockAddr {
   sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
   /// The port in host byte order.
   uint16_t port() const;
+  /// The numeric IP, without brackets or port.
+  std::string ip() const;
+  /// A copy of an IPv4 or IPv6 sockaddr (as getifaddrs or accept gives them).
+  static SockAddr from(const sockaddr* sa);
 };
 
 /// Builds the socket address of a numeric IP ("10.0.0.1" or "fe80::1") and a port.
 absl::StatusOr<SockAddr> make_sockaddr(const std::string& ip, uint16_t port);
 
-/// Parses a published address: "1.2.3.4:5678" or "[::1]:5678". Names are not resolved:
+/// Parses one published address: "1.2.3.4:5678" or "[::1]:5678". Names are not resolved:
 /// every rank publishes the numeric IP it listens on.
 absl::StatusOr<SockAddr> parse_address(std::string_view text);
 
-/// True when a connection to `address` (published form) is refused within `wait_ms`: no
-/// listener is there any more. The connection, if one is made, closes without a byte, which
-/// a weft listener takes quietly.
-bool refuses_connections(std::string_view address, int wait_ms);
+/// Parses a published list: 1 to kMaxRails addresses separated by commas, each as
+/// parse_address takes it. Any bad entry (an empty one included) fails the whole list.
+absl::StatusOr<std::vector<SockAddr>> parse_address_list(std::string_view text);
 
 /// The published form of `addr`: "ip:port", or "[ip]:port" for IPv6.
 std::string format_address(const SockAddr& addr);
+/// The published form of a list: format_address of each, joined by commas.
+std::string format_address_list(const std::vector<SockAddr>& addrs);
 
-/// Chooses the local IP to listen on. A non-empty `ifname` (WEFT_SOCKET_IFNAME) must name
-/// an interface that is up and has an address (IPv4 preferred); otherwise the first
-/// non-loopback IPv4 interface that is up and running (docker bridges skipped, as NCCL
-/// does: they do not reach other hosts), else 127.0.0.1 for single-host jobs.
-absl::StatusOr<std::string> choose_listen_ip(const std::string& ifname);
-
-/// The name of the local interface that holds `addr`'s IP (the port does not matter), or an
-/// empty string when no interface of this host has that address.
-absl::StatusOr<std::string> interface_holding(const SockAddr& addr);
+/// True when a connection to any address of `address_list` (published form) is refused
+/// within `wait_ms`: the process that listened there is gone, since a live rank listens on
+/// all its addresses. The connections, where made, close without a byte, which a weft
+/// listener takes quietly.
+bool refuses_connections(std::string_view address_list, int wait_ms);
 
 }  // namespace weft::transport::tcp

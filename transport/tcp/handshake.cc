@@ -23,6 +23,8 @@ void put_header(uint8_t* w, const Handshake& h) {
   put(&w[20], h.to_rank, 4);
   put(&w[24], h.size, 4);
   put(&w[28], h.verdict, 4);
+  put(&w[32], h.rail, 4);
+  put(&w[36], h.rail_count, 4);
   std::memcpy(&w[kHeaderBytes], h.nonce.data(), h.nonce.size());
 }
 
@@ -35,6 +37,8 @@ Handshake get_header(const uint8_t* w) {
   h.to_rank = static_cast<uint32_t>(get(&w[20], 4));
   h.size = static_cast<uint32_t>(get(&w[24], 4));
   h.verdict = static_cast<uint32_t>(get(&w[28], 4));
+  h.rail = static_cast<uint32_t>(get(&w[32], 4));
+  h.rail_count = static_cast<uint32_t>(get(&w[36], 4));
   std::memcpy(h.nonce.data(), &w[kHeaderBytes], h.nonce.size());
   return h;
 }
@@ -64,6 +68,10 @@ Handshake decode_ack(const uint8_t* wire) {
   Handshake h = get_header(wire);
   std::memcpy(h.proof.data(), &wire[kAckProofAt], h.proof.size());
   return h;
+}
+
+bool other_version(const uint8_t* wire, size_t got) {
+  return got >= 8 && get(&wire[0], 4) == kHandshakeMagic && get(&wire[4], 4) != kHandshakeVersion;
 }
 
 Proof listener_proof(const JobSecret& secret, const HelloWire& hello, const AckWire& ack) {

@@ -1,12 +1,16 @@
 // The tcp connection handshake: who is calling whom, and proof that both know the job secret.
 //
-//   dialer -> listener   hello  (48 bytes): header, the dialer's nonce
-//   listener -> dialer   ack    (80 bytes): header with the verdict, the listener's nonce,
+//   dialer -> listener   hello  (56 bytes): header, the dialer's nonce
+//   listener -> dialer   ack    (88 bytes): header with the verdict, the listener's nonce,
 //                                           the listener's proof
 //   dialer -> listener   proof  (32 bytes): the dialer's proof
 //
-// A header is 32 bytes, little-endian: magic "WEFT", version, job id, from rank, to rank,
-// communicator size, verdict (hello, accepted, rejected). Proofs are HMAC-SHA256 with the
+// A header is 40 bytes, little-endian: magic "WEFT", version, job id, from rank, to rank,
+// communicator size, verdict (hello, accepted, rejected), rail, rail count. Every socket of
+// a link shakes hands on its own; rail (0 .. rail count - 1) says which of the link's
+// sockets this is and rail count how many the dialer opens, so the listener can group them
+// (the ack repeats both). Magic and version keep their offsets in every version, so each
+// side can tell an older or newer peer as soon as 8 bytes are in. Proofs are HMAC-SHA256 with the
 // job secret over everything said before them, the other side's fresh nonce included
 // (src/job_secret.hpp), so the secret never travels and a recorded handshake cannot be
 // replayed. The ack names the listener, so a dialer that reached the wrong job or rank can
@@ -22,8 +26,8 @@
 namespace weft::transport::tcp {
 
 inline constexpr uint32_t kHandshakeMagic = 0x54464557;  // "WEFT" on the wire
-inline constexpr uint32_t kHandshakeVersion = 2;
-inline constexpr size_t kHeaderBytes = 32;
+inline constexpr uint32_t kHandshakeVersion = 3;  // 3: rail and rail count
+inline constexpr size_t kHeaderBytes = 40;
 inline constexpr size_t kHelloBytes = kHeaderBytes + sizeof(Nonce);
 inline constexpr size_t kAckBytes = kHeaderBytes + sizeof(Nonce) + sizeof(Proof);
 inline constexpr size_t kProofBytes = sizeof(Proof);
@@ -39,6 +43,8 @@ struct Handshake {
   uint32_t to_rank = 0;
   uint32_t size = 0;
   uint32_t verdict = kHello;
+  uint32_t rail = 0;        ///< which socket of the link, below rail_count
+  uint32_t rail_count = 1;  ///< how many sockets the dialer opens for the link
   Nonce nonce{};
   Proof proof{};  ///< ack only
 };
@@ -51,6 +57,11 @@ AckWire encode_ack(const Handshake& h);
 /// Decodes a whole hello or ack; any bytes decode, the caller checks the fields.
 Handshake decode_hello(const uint8_t* wire);
 Handshake decode_ack(const uint8_t* wire);
+
+/// True when the first `got` bytes of a hello or ack hold weft's magic and a version other
+/// than kHandshakeVersion. Messages of other versions differ in length, so a side that
+/// waited for a whole message would wait for bytes that never come.
+bool other_version(const uint8_t* wire, size_t got);
 
 /// The listener's proof, over the hello and the ack up to the proof.
 Proof listener_proof(const JobSecret& secret, const HelloWire& hello, const AckWire& ack);

@@ -48,6 +48,8 @@ bool kernel_grants_buffers() {
   return granted;
 }
 
+bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
+
 }  // namespace
 
 void tune_socket_buffers(int fd) {
@@ -57,45 +59,75 @@ void tune_socket_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
 }
 
-TcpPair::TcpPair(int fd, int self_rank, int peer_rank, std::string peer_address)
-    : fd_(fd),
+TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
+                 std::string peer_address)
+    : rails_(std::clamp<size_t>(fds.size(), 1, kMaxRails)),
       self_rank_(self_rank),
       peer_rank_(peer_rank),
       peer_address_(std::move(peer_address)),
       staging_(new std::byte[kStagingBytes]) {
+  fds_.fill(-1);
+  std::copy_n(fds.begin(), std::min(fds.size(), kMaxRails), fds_.begin());
   // Touch every page now so the first receives do not fault them in.
   std::memset(staging_.get(), 0, kStagingBytes);
-  const int flags = fcntl(fd_, F_GETFL, 0);
-  if (flags >= 0) fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
-  // Collectives send small latency-bound messages; Nagle would hold them back.
-  const int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (size_t r = 0; r < rails_; ++r) {
+    const int flags = fcntl(fds_[r], F_GETFL, 0);
+    if (flags >= 0) fcntl(fds_[r], F_SETFL, flags | O_NONBLOCK);
+    // Collectives send small latency-bound messages; Nagle would hold them back.
+    const int one = 1;
+    setsockopt(fds_[r], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
 }
 
 TcpPair::~TcpPair() {
-  ::shutdown(fd_, SHUT_RDWR);
-  ::close(fd_);
+  for (size_t r = 0; r < rails_; ++r) {
+    ::shutdown(fds_[r], SHUT_RDWR);
+    ::close(fds_[r]);
+  }
 }
 
 absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
   if (!broken_.ok()) return broken_;
   if (len == 0) return size_t{0};
-  const ssize_t n = ::send(fd_, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (rails_ > 1) return send_striped(data, len);
+  const ssize_t n = ::send(fds_[0], data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n >= 0) {
     bytes_sent_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     return static_cast<size_t>(n);
   }
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
-  return fail(errno_error("send", errno));
+  if (would_block(errno)) return size_t{0};
+  return fail(errno_error("send", errno, 0));
+}
+
+// Each chunk goes whole to its own socket, in stream order: when a socket is full the call
+// stops there, since the bytes after it belong to that socket's chunk or to later chunks.
+absl::StatusOr<size_t> TcpPair::send_striped(const std::byte* data, size_t len) {
+  size_t taken = 0;
+  while (taken < len) {
+    const size_t rail = rail_at(send_offset_);
+    const size_t want = std::min(len - taken, kStripeBytes - send_offset_ % kStripeBytes);
+    const ssize_t n = ::send(fds_[rail], data + taken, want, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (would_block(errno)) break;
+      return fail(errno_error("send", errno, rail));
+    }
+    send_offset_ += static_cast<uint64_t>(n);
+    taken += static_cast<size_t>(n);
+    rail_counters_[rail].sent.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    if (static_cast<size_t>(n) < want) break;  // that socket is full
+  }
+  bytes_sent_.fetch_add(taken, std::memory_order_relaxed);
+  return taken;
 }
 
 absl::StatusOr<size_t> TcpPair::recv_some(size_t max, Sink sink) {
   if (!broken_.ok()) return broken_;
   max = std::min(max, kMaxRecvPerCall);
+  if (rails_ > 1) return recv_striped(max, sink);
   size_t handed = 0;
   while (handed < max) {
     const size_t want = std::min(max - handed, kStagingBytes);
-    const ssize_t n = ::recv(fd_, staging_.get(), want, MSG_DONTWAIT);
+    const ssize_t n = ::recv(fds_[0], staging_.get(), want, MSG_DONTWAIT);
     if (n > 0) {
       sink(staging_.get(), static_cast<size_t>(n));
       handed += static_cast<size_t>(n);
@@ -105,34 +137,61 @@ absl::StatusOr<size_t> TcpPair::recv_some(size_t max, Sink sink) {
     }
     // Bytes already handed over are reported first; the error shows on the next call.
     if (handed > 0) break;
-    if (n == 0) {
-      return fail(absl::UnavailableError(absl::StrCat(
-          "tcp: peer rank ", peer_rank_, " closed the connection to rank ", self_rank_,
-          " (link to ", peer_address_, "); rank ", peer_rank_,
-          " has probably exited or crashed: check its log")));
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-    return fail(errno_error("recv", errno));
+    if (n == 0) return fail(closed_error(0));
+    if (would_block(errno)) break;
+    return fail(errno_error("recv", errno, 0));
   }
+  return handed;
+}
+
+// The next stream byte is always on the socket of the chunk being read, so an empty socket
+// ends the call even when later chunks wait on other sockets: they stay in those sockets'
+// kernel buffers until their turn.
+absl::StatusOr<size_t> TcpPair::recv_striped(size_t max, Sink sink) {
+  size_t handed = 0;
+  while (handed < max) {
+    const size_t rail = rail_at(recv_offset_);
+    const size_t want = std::min({max - handed, kStagingBytes,
+                                  static_cast<size_t>(kStripeBytes - recv_offset_ % kStripeBytes)});
+    const ssize_t n = ::recv(fds_[rail], staging_.get(), want, MSG_DONTWAIT);
+    if (n > 0) {
+      sink(staging_.get(), static_cast<size_t>(n));
+      handed += static_cast<size_t>(n);
+      recv_offset_ += static_cast<uint64_t>(n);
+      rail_counters_[rail].received.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      if (static_cast<size_t>(n) < want) break;  // drained what that socket had
+      continue;
+    }
+    if (handed > 0) break;
+    if (n == 0) return fail(closed_error(rail));
+    if (would_block(errno)) break;
+    return fail(errno_error("recv", errno, rail));
+  }
+  bytes_received_.fetch_add(handed, std::memory_order_relaxed);
   return handed;
 }
 
 absl::Status TcpPair::check_peer() {
   if (!broken_.ok()) return broken_;
-  pollfd p{fd_, POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return absl::OkStatus();
-  if ((p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
-    const int err = get_int_option(fd_, SOL_SOCKET, SO_ERROR);
-    return fail(errno_error("poll", err > 0 ? err : ECONNRESET));
-  }
-  // The peer shut its side. Unread bytes it sent before that still belong to the caller;
-  // only an empty receive queue means nothing more will ever come.
-  int unread = 0;
-  if ((p.revents & POLLRDHUP) != 0 && ::ioctl(fd_, FIONREAD, &unread) == 0 && unread == 0) {
-    return fail(absl::UnavailableError(absl::StrCat(
-        "tcp: peer rank ", peer_rank_, " closed the connection to rank ", self_rank_,
-        " (link to ", peer_address_, "); rank ", peer_rank_,
-        " has probably exited or crashed: check its log")));
+  std::array<pollfd, kMaxRails> polls;
+  for (size_t r = 0; r < rails_; ++r) polls[r] = {fds_[r], POLLRDHUP, 0};
+  if (::poll(polls.data(), rails_, 0) <= 0) return absl::OkStatus();
+  // The socket the next byte comes from. A peer that sent its last bytes and exited closes
+  // every socket; the others may hold nothing more while this one still has bytes to read.
+  const size_t next = rails_ > 1 ? rail_at(recv_offset_) : 0;
+  for (size_t r = 0; r < rails_; ++r) {
+    const short revents = polls[r].revents;
+    if ((revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+      const int err = get_int_option(fds_[r], SOL_SOCKET, SO_ERROR);
+      return fail(errno_error("poll", err > 0 ? err : ECONNRESET, r));
+    }
+    // The peer shut its side. Unread bytes it sent before that still belong to the caller;
+    // only an empty receive queue means nothing more will ever come.
+    int unread = 0;
+    if (r == next && (revents & POLLRDHUP) != 0 && ::ioctl(fds_[r], FIONREAD, &unread) == 0 &&
+        unread == 0) {
+      return fail(closed_error(r));
+    }
   }
   return absl::OkStatus();
 }
@@ -145,8 +204,18 @@ PairStats TcpPair::stats() const {
   return s;
 }
 
-int TcpPair::sndbuf_bytes() const { return get_int_option(fd_, SOL_SOCKET, SO_SNDBUF); }
-int TcpPair::rcvbuf_bytes() const { return get_int_option(fd_, SOL_SOCKET, SO_RCVBUF); }
+RailStats TcpPair::rail_stats(size_t rail) const {
+  if (rail >= rails_) return {};
+  if (rails_ == 1) {  // the single-socket path counts only the link's totals
+    return {bytes_sent_.load(std::memory_order_relaxed),
+            bytes_received_.load(std::memory_order_relaxed)};
+  }
+  return {rail_counters_[rail].sent.load(std::memory_order_relaxed),
+          rail_counters_[rail].received.load(std::memory_order_relaxed)};
+}
+
+int TcpPair::sndbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, SO_SNDBUF); }
+int TcpPair::rcvbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, SO_RCVBUF); }
 
 absl::Status TcpPair::fail(absl::Status status) {
   errors_.fetch_add(1, std::memory_order_relaxed);
@@ -154,11 +223,22 @@ absl::Status TcpPair::fail(absl::Status status) {
   return broken_;
 }
 
-absl::Status TcpPair::errno_error(const char* op, int err) {
+absl::Status TcpPair::errno_error(const char* op, int err, size_t rail) {
+  const std::string on_rail =
+      rails_ > 1 ? absl::StrCat(" (rail ", rail, " of ", rails_, ")") : std::string();
   return absl::UnavailableError(absl::StrCat(
       "tcp: rank ", self_rank_, " lost its link to peer rank ", peer_rank_, " at ",
-      peer_address_, ": ", op, ": ", std::strerror(err), "; rank ", peer_rank_,
+      peer_address_, on_rail, ": ", op, ": ", std::strerror(err), "; rank ", peer_rank_,
       " has probably exited or crashed (check its log), or the network between them failed"));
+}
+
+absl::Status TcpPair::closed_error(size_t rail) const {
+  const std::string on_rail =
+      rails_ > 1 ? absl::StrCat(", rail ", rail, " of ", rails_) : std::string();
+  return absl::UnavailableError(absl::StrCat(
+      "tcp: peer rank ", peer_rank_, " closed the connection to rank ", self_rank_,
+      " (link to ", peer_address_, on_rail, "); rank ", peer_rank_,
+      " has probably exited or crashed: check its log"));
 }
 
 }  // namespace weft::transport::tcp
