@@ -121,47 +121,39 @@ absl::StatusOr<size_t> TcpPair::send_striped(const std::byte* data, size_t len) 
 }
 
 absl::StatusOr<size_t> TcpPair::recv_some(size_t max, Sink sink) {
-  if (!broken_.ok()) return broken_;
-  max = std::min(max, kMaxRecvPerCall);
-  if (rails_ > 1) return recv_striped(max, sink);
-  size_t handed = 0;
-  while (handed < max) {
-    const size_t want = std::min(max - handed, kStagingBytes);
-    const ssize_t n = ::recv(fds_[0], staging_.get(), want, MSG_DONTWAIT);
-    if (n > 0) {
-      sink(staging_.get(), static_cast<size_t>(n));
-      handed += static_cast<size_t>(n);
-      bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-      if (static_cast<size_t>(n) < want) break;  // drained what the kernel had
-      continue;
-    }
-    // Bytes already handed over are reported first; the error shows on the next call.
-    if (handed > 0) break;
-    if (n == 0) return fail(closed_error(0));
-    if (would_block(errno)) break;
-    return fail(errno_error("recv", errno, 0));
-  }
-  return handed;
+  return receive(max, nullptr, &sink);
 }
 
-// The next stream byte is always on the socket of the chunk being read, so an empty socket
-// ends the call even when later chunks wait on other sockets: they stay in those sockets'
-// kernel buffers until their turn.
-absl::StatusOr<size_t> TcpPair::recv_striped(size_t max, Sink sink) {
+absl::StatusOr<size_t> TcpPair::recv_into(std::byte* dst, size_t max) {
+  return receive(max, dst, nullptr);
+}
+
+// On a striped link the next stream byte is always on the socket of the chunk being read, so
+// an empty socket ends the call even when later chunks wait on other sockets: they stay in
+// those sockets' kernel buffers until their turn.
+absl::StatusOr<size_t> TcpPair::receive(size_t max, std::byte* dst, const Sink* sink) {
+  if (!broken_.ok()) return broken_;
+  max = std::min(max, kMaxRecvPerCall);
+  const bool striped = rails_ > 1;
   size_t handed = 0;
   while (handed < max) {
-    const size_t rail = rail_at(recv_offset_);
-    const size_t want = std::min({max - handed, kStagingBytes,
-                                  static_cast<size_t>(kStripeBytes - recv_offset_ % kStripeBytes)});
-    const ssize_t n = ::recv(fds_[rail], staging_.get(), want, MSG_DONTWAIT);
+    const size_t rail = striped ? rail_at(recv_offset_) : 0;
+    size_t want = max - handed;
+    if (striped) want = std::min<size_t>(want, kStripeBytes - recv_offset_ % kStripeBytes);
+    if (dst == nullptr) want = std::min(want, kStagingBytes);
+    std::byte* into = dst != nullptr ? dst + handed : staging_.get();
+    const ssize_t n = ::recv(fds_[rail], into, want, MSG_DONTWAIT);
     if (n > 0) {
-      sink(staging_.get(), static_cast<size_t>(n));
+      if (dst == nullptr) (*sink)(staging_.get(), static_cast<size_t>(n));
       handed += static_cast<size_t>(n);
-      recv_offset_ += static_cast<uint64_t>(n);
-      rail_counters_[rail].received.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      if (striped) {
+        recv_offset_ += static_cast<uint64_t>(n);
+        rail_counters_[rail].received.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      }
       if (static_cast<size_t>(n) < want) break;  // drained what that socket had
       continue;
     }
+    // Bytes already handed over are reported first; the error shows on the next call.
     if (handed > 0) break;
     if (n == 0) return fail(closed_error(rail));
     if (would_block(errno)) break;

@@ -1,7 +1,8 @@
 // One tcp link: one connected, non-blocking stream socket per rail the link runs over
-// (rails.hpp). Sends go straight from the caller's memory to the kernel; receives land in a
-// staging buffer the pair allocates once, so nothing on the data path allocates or
-// page-faults.
+// (rails.hpp). Sends go straight from the caller's memory to the kernel. Receives land in a
+// staging buffer the pair allocates once (recv_some, for bytes the caller reduces), or
+// straight in the caller's memory (recv_into, for bytes it only copies: one copy less), so
+// nothing on the data path allocates or page-faults.
 //
 // Striping. With K sockets, the link's byte stream is cut by stream offset into chunks of
 // kStripeBytes, and chunk c travels on socket c % K. Both ends know K (the handshake agrees
@@ -67,6 +68,7 @@ class TcpPair : public Pair {
   int peer() const override { return peer_rank_; }
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
+  absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) override;
   absl::Status check_peer() override;
   PairStats stats() const override;
 
@@ -86,7 +88,9 @@ class TcpPair : public Pair {
   };
 
   absl::StatusOr<size_t> send_striped(const std::byte* data, size_t len);
-  absl::StatusOr<size_t> recv_striped(size_t max, Sink sink);
+  /// Up to `max` bytes, read into `dst` when it is not null, else through the staging
+  /// buffer into `*sink`; on a striped link from the socket of each chunk in turn.
+  absl::StatusOr<size_t> receive(size_t max, std::byte* dst, const Sink* sink);
   /// The rail that carries the stream byte at `offset`.
   size_t rail_at(uint64_t offset) const { return (offset / kStripeBytes) % rails_; }
   /// Records the first fatal error; every later call returns it without touching a socket.
