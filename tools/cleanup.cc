@@ -47,10 +47,10 @@ int cleanup_command(int argc, char** argv) {
   int stale = 0, removed = 0, failed = 0;
   if (!json) std::printf("%-48s %12s %8s  %s\n", "# segment (/dev/shm)", "bytes", "creator", "state");
   for (const auto& s : *segments) {
-    stale += s.state == "stale";
+    stale += s.state == "stale" || s.state == "abandoned";
     removed += s.removed;
-    failed += s.state == "stale" && !dry_run && !s.removed;
-    const char* action = s.removed ? "removed" : (s.state == "stale" && !dry_run ? "NOT removed" : "");
+    failed += (s.state == "stale" || s.state == "abandoned") && !dry_run && !s.removed;
+    const char* action = s.removed ? "removed" : ((s.state == "stale" || s.state == "abandoned") && !dry_run ? "NOT removed" : "");
     if (json) {
       std::printf("{\"segment\":\"%s\",\"bytes\":%lld,\"creator_pid\":%d,\"state\":\"%s\",\"removed\":%s}\n",
                   s.name.c_str(), s.bytes, s.creator_pid, s.state.c_str(), s.removed ? "true" : "false");

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 #include "absl/strings/match.h"
@@ -23,7 +24,7 @@ constexpr char kPrefix[] = "weft-";
 
 // Reads the creator from the segment's header page, without creating, truncating or keeping
 // anything. A header that is not complete (its creator is still writing it) says nothing.
-SharedSegment inspect(const std::string& name) {
+SharedSegment inspect(const std::string& name, int abandoned_after) {
   SharedSegment s;
   s.name = name;
   s.state = "unknown";
@@ -31,12 +32,18 @@ SharedSegment inspect(const std::string& name) {
   const int fd = shm_open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return s;
   struct stat st {};
-  if (fstat(fd, &st) == 0) s.bytes = st.st_size;
+  const bool stat_ok = fstat(fd, &st) == 0;
+  if (stat_ok) s.bytes = st.st_size;
+  // Killed before ftruncate, or before the header was ready (magic still zero, or this
+  // version's header without its ready bit); another version's header is not ours to judge.
+  bool half_made = stat_ok && s.bytes < static_cast<long long>(sizeof(RingHeader));
   if (s.bytes >= static_cast<long long>(sizeof(RingHeader))) {
     void* p = mmap(nullptr, sizeof(RingHeader), PROT_READ, MAP_SHARED, fd, 0);
     if (p != MAP_FAILED) {
       const auto* h = static_cast<const RingHeader*>(p);
       const bool ready = h->state.load(std::memory_order_acquire) & RingHeader::kReady;
+      half_made = h->magic == 0 ||
+                  (h->magic == RingHeader::kMagic && h->version == RingHeader::kVersion && !ready);
       // A pid means something only in its own namespace: another container's rings in a
       // shared /dev/shm are not ours to judge.
       if (ready && h->magic == RingHeader::kMagic && h->version == RingHeader::kVersion &&
@@ -48,12 +55,15 @@ SharedSegment inspect(const std::string& name) {
     }
   }
   close(fd);
+  if (s.state == "unknown" && half_made && time(nullptr) - st.st_ctime >= abandoned_after) {
+    s.state = "abandoned";
+  }
   return s;
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<SharedSegment>> sweep_stale_rings(bool dry_run) {
+absl::StatusOr<std::vector<SharedSegment>> sweep_stale_rings(bool dry_run, int abandoned_after) {
   DIR* dir = opendir(kDir);
   if (dir == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot list ", kDir, ": ", std::strerror(errno)));
@@ -61,8 +71,8 @@ absl::StatusOr<std::vector<SharedSegment>> sweep_stale_rings(bool dry_run) {
   std::vector<SharedSegment> out;
   while (const dirent* e = readdir(dir)) {
     if (!absl::StartsWith(e->d_name, kPrefix)) continue;
-    SharedSegment s = inspect(e->d_name);
-    if (s.state == "stale" && !dry_run) {
+    SharedSegment s = inspect(e->d_name, abandoned_after);
+    if ((s.state == "stale" || s.state == "abandoned") && !dry_run) {
       s.removed = shm_unlink(absl::StrCat("/", s.name).c_str()) == 0;
     }
     out.push_back(std::move(s));
