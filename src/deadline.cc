@@ -45,6 +45,8 @@ void Backoff::set_oversubscribed(bool oversubscribed) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 
+bool Backoff::oversubscribed() { return g_oversubscribed.load(std::memory_order_relaxed); }
+
 void Backoff::pause() {
   if (++rounds_ <= kSpinRounds) {
     if (!g_oversubscribed.load(std::memory_order_relaxed)) {

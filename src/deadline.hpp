@@ -57,6 +57,7 @@ class Backoff {
 
   /// Process-wide: set by each communicator from its host's rank and core counts.
   static void set_oversubscribed(bool oversubscribed);
+  static bool oversubscribed();
 
  private:
   static constexpr uint64_t kSpinRounds = 4096;  // one ~30 ns pause each

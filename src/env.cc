@@ -64,9 +64,11 @@ absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   auto ring = parse_bytes(env::kShmRingBytes, lookup, 4096);
   if (!ring.ok()) return ring.status();
   c.shm_ring_bytes = *ring;
-  auto single_copy = parse_bytes(env::kShmSingleCopyBytes, lookup, 0);
-  if (!single_copy.ok()) return single_copy.status();
-  c.shm_single_copy_bytes = *single_copy;
+  if (env_value(env::kShmSingleCopyBytes, lookup) != "auto") {
+    auto single_copy = parse_bytes(env::kShmSingleCopyBytes, lookup, 0);
+    if (!single_copy.ok()) return single_copy.status();
+    c.shm_single_copy_bytes = *single_copy;
+  }
   auto relay = parse_bytes(env::kRelayBytes, lookup, 4096);
   if (!relay.ok()) return relay.status();
   c.relay_bytes = *relay;

@@ -52,9 +52,10 @@ inline constexpr EnvVar kSmallMessageBytes{
 inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "1048576",
                                       "bytes of each one-way shared-memory ring"};
 inline constexpr EnvVar kShmSingleCopyBytes{
-    "WEFT_SHM_SINGLE_COPY_BYTES", "131072",
+    "WEFT_SHM_SINGLE_COPY_BYTES", "auto",
     "shm sends of at least this many bytes are read by the peer straight from the sender's "
-    "buffer (process_vm_readv) instead of through the ring; 0 turns that off"};
+    "buffer (process_vm_readv) instead of through the ring; 0 turns that off; auto: 8192 "
+    "while every rank has a core of its own, 131072 when ranks outnumber cores"};
 inline constexpr EnvVar kRelayBytes{
     "WEFT_RELAY_BYTES", "4194304",
     "bytes of the per-communicator buffer that carries partial reductions between links"};
@@ -77,7 +78,7 @@ struct Config {
   std::string algorithm;  ///< WEFT_ALGORITHM as given
   size_t small_message_bytes;
   size_t shm_ring_bytes;
-  size_t shm_single_copy_bytes;  ///< 0: never
+  std::optional<size_t> shm_single_copy_bytes;  ///< 0: never; unset: auto
   size_t relay_bytes;
   std::string socket_ifname;
 

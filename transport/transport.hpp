@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -76,7 +77,9 @@ struct TransportInit {
   /// empty: one rail on the default interface
   std::string socket_ifname;
   size_t ring_bytes = 1 << 20;  ///< capacity of one direction of a shared-memory ring
-  size_t single_copy_bytes = 0;  ///< shm: sends this large are read from the sender's memory
+  /// shm: sends this large are read from the sender's memory (0: never); unset: the shm
+  /// transport picks by whether ranks outnumber cores
+  std::optional<size_t> single_copy_bytes;
   /// tcp: every peer's listener was up before the first connect (shrink's control plane), so
   /// a refused dial means the peer is gone and fails at once; otherwise it is retried, since
   /// the peer may still be starting.

@@ -55,10 +55,19 @@ class ShmTransport : public Transport {
       }
     }
     return std::make_unique<ShmPair>(peer.rank, peer.pid, *std::move(inbound),
-                                     *std::move(outbound), init_.single_copy_bytes);
+                                     *std::move(outbound), single_copy_bytes());
   }
 
  private:
+  // Read when a link opens, after the communicator has counted ranks and cores. One copy
+  // beats two from a few KiB while every reader runs on a core of its own; when ranks
+  // outnumber cores an offer holds its sender until the reader is scheduled, whereas through
+  // the ring the sender runs on, so only large sends are offered.
+  size_t single_copy_bytes() const {
+    if (init_.single_copy_bytes.has_value()) return *init_.single_copy_bytes;
+    return Backoff::oversubscribed() ? 128 << 10 : 8 << 10;
+  }
+
   // The ring capacity must be a power of two: round the configured size down.
   size_t ring_bytes() const {
     size_t bytes = 4096;
