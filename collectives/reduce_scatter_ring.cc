@@ -17,6 +17,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/ring.hpp"
 #include "collectives/stream.hpp"
+#include "src/copy.hpp"
 
 namespace weft {
 
@@ -50,6 +51,9 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
   const size_t rounds = chunks.rounds(segs.length(0) * elem);  // segment 0 is the longest
   auto chunk_bytes = [&](size_t bytes, size_t round) { return chunks.bytes_in(bytes, round); };
   uint64_t relay_read = 0, relay_written = 0;
+  // A result far larger than the caches, written beside its inputs rather than over them,
+  // bypasses the caches: reading its old lines in first would cost a third more traffic.
+  const bool stream_out = seg_bytes(ctx.rank) >= kStreamCopiesFrom && out != seg_ptr(ctx.rank);
 
   // Outgoing: step 0 straight from `in`, later steps from the relay.
   size_t out_round = 0, out_done = 0;
@@ -95,7 +99,11 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
       }
       const size_t offset = in_round * chunk + in_done;
       if (in_step == n - 2) {
-        landing = Landing::reduce(out + offset, seg_ptr(seg) + offset, piece - in_done, fn, elem);
+        landing = stream_out
+                      ? Landing::reduce_streamed(out + offset, seg_ptr(seg) + offset,
+                                                 piece - in_done, fn, elem)
+                      : Landing::reduce(out + offset, seg_ptr(seg) + offset, piece - in_done, fn,
+                                        elem);
         landing_open = true;
         break;
       }

@@ -26,9 +26,27 @@ Landing Landing::reduce(std::byte* dst, const std::byte* local, size_t bytes, Re
   return l;
 }
 
+Landing Landing::reduce_streamed(std::byte* dst, const std::byte* local, size_t bytes,
+                                 ReduceFn fn, size_t elem_bytes) {
+  Landing l = reduce(dst, local, bytes, fn, elem_bytes);
+  l.streamed_ = true;
+  return l;
+}
+
 void Landing::apply(const std::byte* in, size_t len) {
   if (fn_ == nullptr) {
     copy_bytes(dst_ + landed_, in, len);
+  } else if (streamed_) {
+    // Small enough to stay in L1 between the reduction and the streaming copy; a multiple
+    // of every element size.
+    constexpr size_t kBlock = 32 << 10;
+    alignas(64) static thread_local std::byte block[kBlock];
+    for (size_t done = 0; done < len;) {
+      const size_t n = std::min(kBlock, len - done);
+      fn_(block, local_ + landed_ + done, in + done, n / elem_);
+      stream_bytes(dst_ + landed_ + done, block, n);
+      done += n;
+    }
   } else {
     fn_(dst_ + landed_, local_ + landed_, in, len / elem_);
   }

@@ -20,6 +20,11 @@ class Landing {
   static Landing copy(std::byte* dst, size_t bytes);
   static Landing reduce(std::byte* dst, const std::byte* local, size_t bytes, ReduceFn fn,
                         size_t elem_bytes);
+  /// As reduce, for a destination far larger than the caches that nobody reads soon and that
+  /// is not `local`: results are reduced a block at a time in a cache-resident buffer and
+  /// streamed out (non-temporal stores), so dst's old lines are never read in.
+  static Landing reduce_streamed(std::byte* dst, const std::byte* local, size_t bytes,
+                                 ReduceFn fn, size_t elem_bytes);
   Landing() = default;
 
   /// The transport Sink: takes the next `len` bytes of the region.
@@ -45,6 +50,7 @@ class Landing {
   size_t bytes_ = 0;
   ReduceFn fn_ = nullptr;
   size_t elem_ = 1;
+  bool streamed_ = false;
   size_t landed_ = 0;
   std::byte carry_[8] = {};
   size_t carry_len_ = 0;
