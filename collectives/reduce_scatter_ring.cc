@@ -55,7 +55,9 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
   // bypasses the caches: reading its old lines in first would cost a third more traffic.
   const bool stream_out = seg_bytes(ctx.rank) >= kStreamCopiesFrom && out != seg_ptr(ctx.rank);
 
-  // Outgoing: step 0 straight from `in`, later steps from the relay.
+  // Outgoing: step 0 straight from `in`, later steps from the relay. `in` stays unchanged
+  // until the call returns, so step 0 is offered: over shm the peer reads it from our memory
+  // (one copy, into its cache, right before it reduces it) instead of through the ring.
   size_t out_round = 0, out_done = 0;
   int out_step = 0;
   // Incoming: every step lands in the relay except the last, which lands in `out`.
@@ -77,7 +79,7 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
       const size_t want = chunk_bytes(seg_bytes(sent_seg(out_step)), out_round) - out_done;
       absl::StatusOr<size_t> sent = size_t{0};
       if (out_step == 0) {
-        sent = (*next)->send_some(seg_ptr(sent_seg(0)) + out_round * chunk + out_done, want);
+        sent = (*next)->offer_some(seg_ptr(sent_seg(0)) + out_round * chunk + out_done, want);
       } else if (relay_read < relay_written) {
         const size_t at = relay_read % relay.capacity;
         const size_t run = std::min<uint64_t>({relay_written - relay_read, relay.capacity - at, want});
