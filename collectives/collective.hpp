@@ -70,6 +70,9 @@ struct AlgoContext {
   const Schedule* schedule = nullptr;
   LinkProvider* links = nullptr;
   Relay relay;
+  /// kStreamBlockBytes of scratch for streamed reduce landings (collectives/stream.hpp);
+  /// null: results are written in place through the caches.
+  std::byte* stream_block = nullptr;
   /// For algorithms that carry the call check in band (Algorithm::carries_agreement): this
   /// rank's agreement so far, to send ahead of each round's data and merge into.
   CallAgreement* agreement = nullptr;

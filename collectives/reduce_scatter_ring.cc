@@ -53,7 +53,9 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
   uint64_t relay_read = 0, relay_written = 0;
   // A result far larger than the caches, written beside its inputs rather than over them,
   // bypasses the caches: reading its old lines in first would cost a third more traffic.
-  const bool stream_out = seg_bytes(ctx.rank) >= kStreamCopiesFrom && out != seg_ptr(ctx.rank);
+  std::byte* const stream_block =
+      seg_bytes(ctx.rank) >= kStreamCopiesFrom && out != seg_ptr(ctx.rank) ? ctx.stream_block
+                                                                           : nullptr;
 
   // Outgoing: step 0 straight from `in`, later steps from the relay. `in` stays unchanged
   // until the call returns, so step 0 is offered: over shm the peer reads it from our memory
@@ -101,11 +103,8 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
       }
       const size_t offset = in_round * chunk + in_done;
       if (in_step == n - 2) {
-        landing = stream_out
-                      ? Landing::reduce_streamed(out + offset, seg_ptr(seg) + offset,
-                                                 piece - in_done, fn, elem)
-                      : Landing::reduce(out + offset, seg_ptr(seg) + offset, piece - in_done, fn,
-                                        elem);
+        landing = Landing::reduce_streamed(out + offset, seg_ptr(seg) + offset,
+                                           piece - in_done, fn, elem, stream_block);
         landing_open = true;
         break;
       }

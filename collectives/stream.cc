@@ -27,24 +27,20 @@ Landing Landing::reduce(std::byte* dst, const std::byte* local, size_t bytes, Re
 }
 
 Landing Landing::reduce_streamed(std::byte* dst, const std::byte* local, size_t bytes,
-                                 ReduceFn fn, size_t elem_bytes) {
+                                 ReduceFn fn, size_t elem_bytes, std::byte* block) {
   Landing l = reduce(dst, local, bytes, fn, elem_bytes);
-  l.streamed_ = true;
+  l.block_ = block;
   return l;
 }
 
 void Landing::apply(const std::byte* in, size_t len) {
   if (fn_ == nullptr) {
     copy_bytes(dst_ + landed_, in, len);
-  } else if (streamed_) {
-    // Small enough to stay in L1 between the reduction and the streaming copy; a multiple
-    // of every element size.
-    constexpr size_t kBlock = 32 << 10;
-    alignas(64) static thread_local std::byte block[kBlock];
+  } else if (block_ != nullptr) {
     for (size_t done = 0; done < len;) {
-      const size_t n = std::min(kBlock, len - done);
-      fn_(block, local_ + landed_ + done, in + done, n / elem_);
-      stream_bytes(dst_ + landed_ + done, block, n);
+      const size_t n = std::min(kStreamBlockBytes, len - done);
+      fn_(block_, local_ + landed_ + done, in + done, n / elem_);
+      stream_bytes(dst_ + landed_ + done, block_, n);
       done += n;
     }
   } else {

@@ -12,6 +12,11 @@
 
 namespace weft {
 
+/// The scratch a streamed reduce landing works through: small enough to stay in L1 or L2
+/// between the reduction and the streaming copy, large enough that the per-block fence is
+/// noise; a multiple of every element size.
+inline constexpr size_t kStreamBlockBytes = 32 << 10;
+
 /// Where received bytes go. In copy mode dst[i] = incoming[i]; in reduce mode
 /// dst[i] = local[i] op incoming[i]. Links split the stream anywhere, so a partial element
 /// waits in a small carry until its last byte arrives.
@@ -21,10 +26,11 @@ class Landing {
   static Landing reduce(std::byte* dst, const std::byte* local, size_t bytes, ReduceFn fn,
                         size_t elem_bytes);
   /// As reduce, for a destination far larger than the caches that nobody reads soon and that
-  /// is not `local`: results are reduced a block at a time in a cache-resident buffer and
-  /// streamed out (non-temporal stores), so dst's old lines are never read in.
+  /// is not `local`: results are reduced a block at a time into `block` (kStreamBlockBytes,
+  /// cache-resident) and streamed out (non-temporal stores), so dst's old lines are never
+  /// read in. A null block makes it a plain reduce.
   static Landing reduce_streamed(std::byte* dst, const std::byte* local, size_t bytes,
-                                 ReduceFn fn, size_t elem_bytes);
+                                 ReduceFn fn, size_t elem_bytes, std::byte* block);
   Landing() = default;
 
   /// The transport Sink: takes the next `len` bytes of the region.
@@ -50,7 +56,7 @@ class Landing {
   size_t bytes_ = 0;
   ReduceFn fn_ = nullptr;
   size_t elem_ = 1;
-  bool streamed_ = false;
+  std::byte* block_ = nullptr;  // set: results are streamed out through it
   size_t landed_ = 0;
   std::byte carry_[8] = {};
   size_t carry_len_ = 0;

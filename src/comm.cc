@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "collectives/call_check.hpp"
+#include "collectives/stream.hpp"
 #include "src/router.hpp"
 #include "src/shrink.hpp"
 
@@ -110,6 +111,8 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   comm->relay_bytes_ = comm->config_.relay_bytes - comm->config_.relay_bytes % 8;
   comm->relay_.reset(new std::byte[comm->relay_bytes_]);
   std::memset(comm->relay_.get(), 0, comm->relay_bytes_);
+  comm->stream_block_.reset(new std::byte[kStreamBlockBytes]);
+  std::memset(comm->stream_block_.get(), 0, kStreamBlockBytes);
   return comm;
 }
 
@@ -193,6 +196,7 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   ctx.schedule = &schedule_;
   ctx.links = this;
   ctx.relay = Relay{relay_.get(), relay_bytes_};
+  ctx.stream_block = stream_block_.get();
   // Every call, even one with nothing to move, first agrees with the other ranks that they
   // make the same call: in band for the algorithms that move data in the check's pattern,
   // in rounds of its own before the others (collectives/call_check.hpp).

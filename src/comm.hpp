@@ -74,6 +74,7 @@ class Comm : public LinkProvider {
   std::vector<std::unique_ptr<transport::Pair>> links_;  // by peer rank; null until used
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
+  std::unique_ptr<std::byte[]> stream_block_;  // kStreamBlockBytes, for AlgoContext
   mutable Mutex failure_mu_;
   absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);
   std::atomic<bool> failed_{false};   // failure_ is set: read on every call, without the lock

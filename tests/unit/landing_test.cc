@@ -45,8 +45,9 @@ std::vector<std::byte> land(bool streamed, DataType type, ReduceOp op, size_t by
   const auto incoming = pattern(bytes, 11);
   std::vector<std::byte> dst(dst_offset + bytes + kGuard, kUntouched);
   const ReduceFn fn = reduce_fn(type, op);
+  alignas(64) static std::byte block[kStreamBlockBytes];
   Landing landing = streamed ? Landing::reduce_streamed(dst.data() + dst_offset, local.data(),
-                                                        bytes, fn, size_of(type))
+                                                        bytes, fn, size_of(type), block)
                              : Landing::reduce(dst.data() + dst_offset, local.data(), bytes, fn,
                                                size_of(type));
   feed(landing, incoming, pieces);
@@ -81,8 +82,10 @@ TEST(Landing, StreamedReduceLeavesTheSameBitsAsPlainForEveryTypeAndOp) {
 TEST(Landing, ReduceIsElementwise) {
   const std::vector<std::byte> local = pattern(4 * 1000, 5), incoming = pattern(4 * 1000, 11);
   std::vector<std::byte> dst(local.size());
+  std::vector<std::byte> block(kStreamBlockBytes);
   Landing landing = Landing::reduce_streamed(dst.data(), local.data(), dst.size(),
-                                             reduce_fn(DataType::kInt32, ReduceOp::kSum), 4);
+                                             reduce_fn(DataType::kInt32, ReduceOp::kSum), 4,
+                                             block.data());
   feed(landing, incoming, {3, 5, 1024});
   for (size_t i = 0; i < 1000; ++i) {
     int32_t a, b, r;

@@ -63,9 +63,11 @@ class ShmTransport : public Transport {
   // beats two from a few KiB while every reader runs on a core of its own; when ranks
   // outnumber cores an offer holds its sender until the reader is scheduled, whereas through
   // the ring the sender runs on, so only large sends are offered.
+  // The numbers are WEFT_SHM_SINGLE_COPY_BYTES's "auto" (src/env.hpp).
   size_t single_copy_bytes() const {
+    constexpr size_t kOwnCores = 8 << 10, kSharedCores = 128 << 10;
     if (init_.single_copy_bytes.has_value()) return *init_.single_copy_bytes;
-    return Backoff::oversubscribed() ? 128 << 10 : 8 << 10;
+    return Backoff::oversubscribed() ? kSharedCores : kOwnCores;
   }
 
   // The ring capacity must be a power of two: round the configured size down.
