@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectives/reduce.hpp"
 #include "tools/bench_report.hpp"
@@ -23,35 +25,83 @@ double max_over_ranks(Communicator& comm, double value) {
   return out;
 }
 
-// Times one library on one placement: inputs written, warm-up, a barrier, `iters` calls
-// timed together; then `check` more calls, each on fresh inputs, counted for wrong elements.
-absl::Status measure(Peer& peer, Communicator& comm, const Call& call, Buffers& buffers,
-                     const BenchOptions& o, double* us, uint64_t* wrong) {
-  const int rank = comm.rank(), n = comm.size();
-  const Placement at = place(call, buffers, rank);
-  prepare(call, at, rank, n);
+// The timed calls of a row run in rounds that cycle through its cells (weft out of place and
+// in place, then the peer's), so a slow stretch of the machine (a stray process, or the
+// scheduler moving ranks about when they outnumber cores) lands on every cell alike rather
+// than on whichever happened to be running.
+constexpr int kRounds = 5;
+
+// One cell of a row: a library and a placement.
+struct Timing {
+  Peer* library;
+  Call call;
+  Placement at;
+  double us = 0;  // total over the rounds so far
+};
+
+// Inputs written, then `warmup` calls.
+absl::Status warm_up(Timing& t, Communicator& comm, int warmup) {
+  prepare(t.call, t.at, comm.rank(), comm.size());
   absl::Status s;
-  for (int i = 0; i < o.warmup && s.ok(); ++i) s = peer.run(call, at);
-  if (s.ok()) s = peer.finish();
-  if (s.ok()) s = comm.barrier();
+  for (int i = 0; i < warmup && s.ok(); ++i) s = t.library->run(t.call, t.at);
+  return s.ok() ? t.library->finish() : s;
+}
+
+// A barrier, then `iters` calls timed together and added to t.us.
+absl::Status time_calls(Timing& t, Communicator& comm, int iters) {
+  absl::Status s = comm.barrier();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.iters && s.ok(); ++i) s = peer.run(call, at);
-  if (s.ok()) s = peer.finish();
+  for (int i = 0; i < iters && s.ok(); ++i) s = t.library->run(t.call, t.at);
+  if (s.ok()) s = t.library->finish();
   const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
-  *us = took.count() / o.iters;
+  t.us += took.count();
+  return s;
+}
+
+// `check` calls, each on fresh inputs, counted for wrong elements.
+absl::Status check_calls(Timing& t, Communicator& comm, const BenchOptions& o, uint64_t* wrong) {
+  const int rank = comm.rank(), n = comm.size();
+  absl::Status s;
   for (int i = 0; i < o.check && s.ok(); ++i) {
-    prepare(call, at, rank, n);
-    s = peer.run(call, at);
-    if (s.ok()) s = peer.finish();
+    prepare(t.call, t.at, rank, n);
+    s = t.library->run(t.call, t.at);
+    if (s.ok()) s = t.library->finish();
     if (!s.ok()) break;
-    std::byte* result = peer.result(call, at, rank);
-    const size_t elements = result_elements(call, n);
+    std::byte* result = t.library->result(t.call, t.at, rank);
+    const size_t elements = result_elements(t.call, n);
     if (o.self_test_corrupt && rank == n - 1 && elements > 0) {
-      result[elements / 2 * size_of(call.type)] ^= std::byte{0x5A};
+      result[elements / 2 * size_of(t.call.type)] ^= std::byte{0x5A};
     }
-    *wrong += count_wrong(call, result, rank, n);
+    *wrong += count_wrong(t.call, result, rank, n);
   }
   return s;
+}
+
+// The error of a failed call, naming the library, the collective and the placement.
+absl::Status failed(const Timing& t, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(t.library->name(), " ", name_of(t.call.kind),
+                                             t.call.in_place ? " in place" : "", ": ", s.message()));
+}
+
+// Times a row's cells (warm-up each, then the rounds), then checks each.
+absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const BenchOptions& o,
+                     uint64_t* wrong) {
+  for (Timing& t : cells) {
+    if (absl::Status s = warm_up(t, comm, o.warmup); !s.ok()) return failed(t, s);
+  }
+  const int rounds = std::max(1, std::min(kRounds, o.iters));
+  for (int r = 0; r < rounds; ++r) {
+    // Round r takes its share of the iterations; the first rounds take the remainder.
+    const int iters = o.iters / rounds + (r < o.iters % rounds ? 1 : 0);
+    for (Timing& t : cells) {
+      if (absl::Status s = time_calls(t, comm, iters); !s.ok()) return failed(t, s);
+    }
+  }
+  for (size_t c = 0; c < cells.size(); ++c) {
+    cells[c].us /= std::max(1, o.iters);
+    if (absl::Status s = check_calls(cells[c], comm, o, &wrong[c]); !s.ok()) return failed(cells[c], s);
+  }
+  return absl::OkStatus();
 }
 
 // One row: weft out of place and in place, then the peer the same way (when it has the
@@ -61,19 +111,27 @@ bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
                  const BenchOptions& o, Row& row) {
   Peer* libraries[2] = {&weft, peer};
   const bool supported[2] = {true, peer != nullptr && peer->supports(row.call)};
-  double us[4] = {0, 0, 0, 0};
-  uint64_t wrong[5] = {0, 0, 0, 0, 0};  // [4]: this rank's failed calls
-  for (int i = 0; i < 4 && wrong[4] == 0; ++i) {
+  std::vector<Timing> cells;
+  std::vector<int> cell_of;  // the row cell (0-3) each timing fills
+  for (int i = 0; i < 4; ++i) {
     if (!supported[i / 2]) continue;
     Call call = row.call;
     call.in_place = i % 2 == 1;
-    const absl::Status s = measure(*libraries[i / 2], comm, call, buffers, o, &us[i], &wrong[i]);
-    if (!s.ok()) {
-      std::fprintf(stderr, "\nweft %s: rank %d: %s %s%s of %zu bytes failed: %s\n", o.command,
-                   comm.rank(), libraries[i / 2]->name(), name_of(call.kind),
-                   call.in_place ? " in place" : "", row.bytes, s.ToString().c_str());
-      wrong[4] = 1;
-    }
+    cells.push_back(Timing{libraries[i / 2], call, place(call, buffers, comm.rank())});
+    cell_of.push_back(i);
+  }
+  double us[4] = {0, 0, 0, 0};
+  uint64_t wrong[5] = {0, 0, 0, 0, 0};  // [4]: this rank's failed calls
+  uint64_t cell_wrong[4] = {0, 0, 0, 0};
+  const absl::Status s = measure(cells, comm, o, cell_wrong);
+  if (!s.ok()) {
+    std::fprintf(stderr, "\nweft %s: rank %d: at %zu bytes, %s\n", o.command, comm.rank(),
+                 row.bytes, s.ToString().c_str());
+    wrong[4] = 1;
+  }
+  for (size_t c = 0; c < cells.size(); ++c) {
+    us[cell_of[c]] = cells[c].us;
+    wrong[cell_of[c]] = cell_wrong[c];
   }
   AllreduceOptions max;
   max.op = ReduceOp::kMax;
@@ -121,7 +179,7 @@ struct Totals {
 };
 
 void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, double create_ms,
-                  double memcpy) {
+                  double memcpy, double single_copy) {
   std::printf("# weft %s:", o.command);
   for (CollectiveKind k : o.collectives) std::printf(" %s", name_of(k));
   std::printf(" on %d ranks (%d on this host), weft %s, reduction kernels %s\n", comm.size(),
@@ -133,6 +191,8 @@ void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, d
               peer ? peer->name() : "none");
   std::printf("# communicator created in %.1f ms (slowest rank)\n", create_ms);
   std::printf("# memcpy, one core on rank 0: %.2f GB/s (64 MiB buffers, best of 5)\n", memcpy);
+  std::printf("# process_vm_readv (the shm single copy), one core on rank 0: %.2f GB/s "
+              "(64 MiB in 256 KiB calls, best of 5)\n", single_copy);
   if (o.self_test_corrupt) {
     std::printf("# self test: rank %d flips one result element before each check; this run "
                 "must fail\n", comm.size() - 1);
@@ -211,10 +271,11 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
 
   const double create_ms = max_over_ranks(comm, absl::ToDoubleMilliseconds(job.create_time));
   const double memcpy = lead ? memcpy_gbps() : 0;
+  const double single_copy = lead ? process_vm_readv_gbps() : 0;
   (void)comm.barrier();
   const Report report(n, peer ? peer->name() : nullptr, json, lead && stdout_is_terminal(job.mpi));
   if (lead) {
-    print_header(o, comm, peer.get(), create_ms, memcpy);
+    print_header(o, comm, peer.get(), create_ms, memcpy, single_copy);
     report.print_columns();
   }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace weft::tools {
@@ -19,6 +20,24 @@ double memcpy_gbps(size_t bytes, int repeats) {
     std::memcpy(dst.data(), src.data(), bytes);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     // Read the copy back so the compiler cannot drop it.
+    if (dst[bytes / 2] != std::byte{1}) return 0;
+    if (took.count() > 0) best = std::max(best, static_cast<double>(bytes) / took.count() / 1e9);
+  }
+  return best;
+}
+
+double process_vm_readv_gbps(size_t bytes, size_t chunk, int repeats) {
+  std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{0});
+  double best = 0;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t at = 0; at < bytes; at += chunk) {
+      const size_t n = std::min(chunk, bytes - at);
+      const iovec local{dst.data() + at, n};
+      const iovec remote{src.data() + at, n};
+      if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) return 0;
+    }
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     if (dst[bytes / 2] != std::byte{1}) return 0;
     if (took.count() > 0) best = std::max(best, static_cast<double>(bytes) / took.count() / 1e9);
   }
