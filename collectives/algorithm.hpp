@@ -21,6 +21,7 @@ struct Algorithm {
   /// Moves data in the call check's own pattern and carries the check in band
   /// (AlgoContext::agreement); the others run the check's rounds first.
   bool carries_agreement = false;
+  bool needs_two_ranks = false;  ///< refused by name on other rank counts
 };
 
 /// Every algorithm, grouped by collective; the first of each collective is its default.
@@ -30,14 +31,16 @@ const std::vector<Algorithm>& all_algorithms();
 const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name);
 
 /// `name` when given (an unknown name is an error listing the known ones); otherwise the
-/// best algorithm for a message of `bytes` (the whole output for allgather) on `nranks`.
+/// best algorithm for a message of `bytes` (the whole output for allgather) on `nranks`,
+/// `shm_only` when every link of the communicator is over shared memory.
 absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::string_view name,
                                                   size_t bytes, int nranks,
-                                                  size_t small_message_bytes);
+                                                  size_t small_message_bytes, bool shm_only);
 
 // The algorithms, one file each.
 absl::Status allreduce_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& args);

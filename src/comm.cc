@@ -96,6 +96,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   if (!topology.ok()) return topology.status();
   comm->topology_ = *std::move(topology);
   comm->schedule_ = make_schedule(comm->topology_);
+  comm->shm_only_ = comm->topology_.every_link_over("shm");
   // Cores of the machine, not of this process: mpirun binds each rank to its own core, and
   // ranks bound to distinct cores are not oversubscribed. Ranks in other namespaces of this
   // machine (a virtual cluster's hosts) compete for the same cores.
@@ -185,7 +186,8 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
                                 : options.algorithm;
   const size_t bytes = args.count * args.elem_bytes() *
                        (args.kind == CollectiveKind::kAllgather ? static_cast<size_t>(size_) : 1);
-  auto algorithm = choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes);
+  auto algorithm =
+      choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes, shm_only_);
   if (!algorithm.ok()) return algorithm.status();
   args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout
                                                                           : config_.timeout)

@@ -70,6 +70,7 @@ class Comm : public LinkProvider {
   std::vector<std::unique_ptr<transport::Transport>> transports_;  // by preference
   std::unique_ptr<transport::Transport> control_;  // shrink's own tcp listener
   Topology topology_;
+  bool shm_only_ = false;  // every link is over shm (algorithm choice)
   Schedule schedule_;
   std::vector<std::unique_ptr<transport::Pair>> links_;  // by peer rank; null until used
   std::unique_ptr<std::byte[]> relay_;

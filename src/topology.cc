@@ -36,4 +36,14 @@ absl::StatusOr<Topology> Topology::build(int self, const std::vector<PeerInfo>& 
   return t;
 }
 
+bool Topology::every_link_over(std::string_view transport) const {
+  bool any = false;
+  for (transport::Transport* t : choice_) {
+    if (t == nullptr) continue;  // self
+    if (t->name() != transport) return false;
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace weft

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,8 @@ class Topology {
   /// The transport for links to `peer` (nullptr for self).
   transport::Transport* transport_to(int peer) const { return choice_[peer]; }
   const std::vector<PeerInfo>& peers() const { return peers_; }
+  /// Whether the link to every peer (and there is one) goes over `transport`.
+  bool every_link_over(std::string_view transport) const;
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
 

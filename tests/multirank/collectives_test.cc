@@ -17,13 +17,14 @@ using testing::g_world;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// Element counts of the sweep: 0, 1, 7, 1023, 1 MiB + 3 elements and 64 MiB. For allgather
+// Element counts of the sweep: 0, 1, 7, 1023, 100003 (a prime: 100-800 KiB, where two ranks
+// over shm run the exchange allreduce), 1 MiB + 3 elements and 64 MiB. For allgather
 // and reduce_scatter the 64 MiB case is the whole gathered buffer (count = 64 MiB / size per
 // rank), which keeps CI inside its time budget at 5 ranks on 2 cores.
 std::vector<size_t> counts_for(DataType type, bool per_rank) {
   const size_t elem = size_of(type);
   const size_t big = 64 * kMiB / elem / (per_rank ? g_world->size() : 1);
-  return {0, 1, 7, 1023, kMiB / elem + 3, big};
+  return {0, 1, 7, 1023, 100003, kMiB / elem + 3, big};
 }
 
 constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
@@ -149,21 +150,32 @@ TEST(Collectives, BarrierRepeats) {
   for (int i = 0; i < 200; ++i) ASSERT_TRUE(g_world->barrier().ok());
 }
 
-// Every algorithm forced by name gives the same exact results (small, odd sizes).
+// Every algorithm forced by name gives the same exact results (small, odd sizes), in place
+// and out of place; one that is for two ranks is refused (without failing the communicator)
+// elsewhere.
 TEST(Collectives, EveryAllreduceAlgorithm) {
   const int rank = g_world->rank(), n = g_world->size();
-  for (const char* algorithm : {"ring", "recursive_doubling"}) {
-    for (size_t count : {size_t{1}, size_t{3}, size_t{1000003}}) {
-      std::byte* recv = recv_buffer().data();
-      expected::fill(recv, count, DataType::kInt32, ReduceOp::kSum, rank, 0);
-      AllreduceOptions o;
-      o.algorithm = algorithm;
-      absl::Status s = g_world->allreduce(recv, recv, count, DataType::kInt32, o);
-      ASSERT_TRUE(s.ok()) << algorithm << ": " << s;
-      EXPECT_EQ(expected::count_wrong_reduced(recv, count, DataType::kInt32, ReduceOp::kSum, n, 0), 0u)
-          << algorithm << " count=" << count;
+  for (const char* algorithm : {"ring", "recursive_doubling", "exchange"}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{100003}, size_t{1000003}}) {
+      for (bool in_place : {false, true}) {
+        std::byte* recv = recv_buffer().data();
+        std::byte* send = in_place ? recv : send_buffer().data();
+        expected::fill(send, count, DataType::kInt32, ReduceOp::kSum, rank, 0);
+        AllreduceOptions o;
+        o.algorithm = algorithm;
+        absl::Status s = g_world->allreduce(send, recv, count, DataType::kInt32, o);
+        const std::string what = describe(algorithm, DataType::kInt32, ReduceOp::kSum, count, in_place);
+        if (std::string(algorithm) == "exchange" && n != 2) {
+          EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
+          continue;
+        }
+        ASSERT_TRUE(s.ok()) << what << ": " << s;
+        EXPECT_EQ(expected::count_wrong_reduced(recv, count, DataType::kInt32, ReduceOp::kSum, n, 0), 0u)
+            << what;
+      }
     }
   }
+  ASSERT_TRUE(g_world->barrier().ok()) << "a refused algorithm must not fail the communicator";
 }
 
 // Every allgather algorithm forced by name gives exact results; one that needs a

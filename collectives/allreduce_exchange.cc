@@ -1,0 +1,58 @@
+// Exchange allreduce, for two ranks: each rank offers its whole input to the other and
+// reduces the other's input into its output, so both compute the whole result in one pass.
+// The ring moves the same bytes in two passes (half reduced, then half copied back). Here
+// every byte that arrives is reduced at once, so over shm the single copy lands in a small
+// cache-resident buffer rather than in the output, and the output is written once, by the
+// reduction. The registry picks it for mid-size messages over shm (registry.cc).
+//
+// The two ranks compute a op b and b op a: the same bits for every supported op, except
+// that where both inputs are NaN each rank keeps its own NaN's payload (as recursive
+// doubling does).
+#include "absl/strings/str_cat.h"
+#include "collectives/algorithm.hpp"
+#include "collectives/stream.hpp"
+#include "src/copy.hpp"
+
+namespace weft {
+
+absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& args) {
+  if (ctx.size != 2) {  // choose_algorithm refuses it by name elsewhere
+    return absl::InternalError(absl::StrCat("allreduce (exchange) run on ", ctx.size, " ranks"));
+  }
+  const Schedule& ring = *ctx.schedule;
+  auto peer = ctx.links->link(ring.rank_at(ring.position_of(ctx.rank) + 1), args.deadline);
+  if (!peer.ok()) return peer.status();
+
+  const size_t bytes = args.count * args.elem_bytes();
+  // In place, the output is the input the peer reads, so the peer may not read it from our
+  // memory while we reduce into it: in place, a rank copies its input out to the link
+  // (send_some) and reduces only into bytes that have left. Each rank decides for itself.
+  const bool in_place = args.send == args.recv;
+  // The result goes beside the input, far larger than the caches: stream it out.
+  std::byte* const block = !in_place && bytes >= kStreamCopiesFrom ? ctx.stream_block : nullptr;
+  Landing landing = Landing::reduce_streamed(args.recv, args.send, bytes,
+                                             reduce_fn(args.type, args.op), args.elem_bytes(), block);
+  Waiter waiter("allreduce (exchange)", args.deadline);
+  size_t sent = 0;  // bytes of our input the peer has taken
+  while (sent < bytes || !landing.done()) {
+    bool moved = false;
+    if (sent < bytes) {
+      auto n = in_place ? (*peer)->send_some(args.send + sent, bytes - sent)
+                        : (*peer)->offer_some(args.send + sent, bytes - sent);
+      if (!n.ok()) return n.status();
+      sent += *n;
+      moved |= *n > 0;
+    }
+    const size_t room = in_place ? sent - landing.accepted() : landing.wanted();
+    if (room > 0) {
+      auto got = receive_into(**peer, landing, room);
+      if (!got.ok()) return got.status();
+      moved |= *got > 0;
+    }
+    if (absl::Status s = waiter.after_pass(moved, *peer, nullptr); !s.ok()) return s;
+  }
+  if (args.op == ReduceOp::kAvg) finish_average(args.recv, args.count, args.type, 2);
+  return absl::OkStatus();
+}
+
+}  // namespace weft
