@@ -23,6 +23,7 @@
 #include "src/deadline.hpp"
 #include "src/peer_info.hpp"
 #include "tests/unit/rail_namespace.hpp"
+#include "tests/unit/raw_socket.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/context.hpp"
 #include "transport/tcp/handshake.hpp"
@@ -217,30 +218,6 @@ TEST(TcpRailLinks, TwoRailsMeetOneRail) {
 }
 
 // ---- hellos that get the rails wrong ----
-
-int dial_raw(const SockAddr& to) {
-  const int fd = ::socket(to.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && ::connect(fd, to.get(), to.len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/// Up to `n` bytes from a blocking socket within `timeout`; fewer when it closes.
-std::string read_raw(int fd, size_t n, absl::Duration timeout) {
-  const Deadline deadline = Deadline::after(timeout);
-  std::string out;
-  char buf[256];
-  while (out.size() < n && !deadline.expired()) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, deadline.remaining_ms()) <= 0) continue;
-    const ssize_t got = ::recv(fd, buf, std::min(sizeof buf, n - out.size()), MSG_DONTWAIT);
-    if (got <= 0) break;
-    out.append(buf, static_cast<size_t>(got));
-  }
-  return out;
-}
 
 /// While it lives, rank `self` of `r` waits in connect() for rank `peer` (and so serves its
 /// listener: a listener answers hellos only while some connect() runs), for at most `wait`.

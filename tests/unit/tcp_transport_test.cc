@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/unit/raw_socket.hpp"
 #include "tests/unit/transport_harness.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/context.hpp"
@@ -22,30 +23,9 @@ namespace weft::transport {
 namespace {
 
 const TransportCase kTcp{"tcp", "tcp", &tcp::make_transport};
-
-/// A raw client socket on `address`, as a stranger would open it.
-int dial_raw(const std::string& address) {
-  auto addr = tcp::parse_address(address);
-  if (!addr.ok()) return -1;
-  const int fd = ::socket(addr->family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && ::connect(fd, addr->get(), addr->len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/// Whether the other end closed `fd` within `timeout` (EOF or reset; data is skipped).
-bool closed_within(int fd, absl::Duration timeout) {
-  const Deadline deadline = Deadline::after(timeout);
-  char buf[256];
-  for (int i = 0; i < 1000 && !deadline.expired(); ++i) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, deadline.remaining_ms()) <= 0) continue;
-    if (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) return true;
-  }
-  return false;
-}
+using tcp::closed_within;
+using tcp::dial_raw;
+using tcp::read_raw;
 
 TEST(TcpTransport, StrangersDoNotBlockRealPeers) {
   const uint64_t job = random_seed(), other_job = job + 1;
@@ -100,21 +80,6 @@ TEST(TcpTransport, StrangersDoNotBlockRealPeers) {
   ::close(silent);
   exchange(*p01, *p10, 12345, 54321, 7, false);
   exchange(*p12, *p21, 4096, 1, 8, false);
-}
-
-/// Reads exactly `n` bytes from a blocking raw socket within `timeout`; fewer on close.
-std::string read_raw(int fd, size_t n, absl::Duration timeout) {
-  const Deadline deadline = Deadline::after(timeout);
-  std::string out;
-  char buf[256];
-  while (out.size() < n && !deadline.expired()) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, deadline.remaining_ms()) <= 0) continue;
-    const ssize_t got = ::recv(fd, buf, std::min(sizeof buf, n - out.size()), MSG_DONTWAIT);
-    if (got <= 0) break;
-    out.append(buf, static_cast<size_t>(got));
-  }
-  return out;
 }
 
 // Only a dialer that proves the job secret gets a link: a rank with another secret, a
