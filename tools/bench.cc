@@ -33,10 +33,12 @@ constexpr int kRounds = 5;
 
 // One cell of a row: a library and a placement.
 struct Timing {
+  int cell;  // in the row: 0-1 weft out of place / in place, 2-3 the peer's
   Peer* library;
   Call call;
   Placement at;
-  double us = 0;  // total over the rounds so far
+  double us = 0;       // total over the rounds so far, then per call
+  uint64_t wrong = 0;  // wrong elements over the check calls
 };
 
 // Inputs written, then `warmup` calls.
@@ -58,8 +60,8 @@ absl::Status time_calls(Timing& t, Communicator& comm, int iters) {
   return s;
 }
 
-// `check` calls, each on fresh inputs, counted for wrong elements.
-absl::Status check_calls(Timing& t, Communicator& comm, const BenchOptions& o, uint64_t* wrong) {
+// `check` calls, each on fresh inputs, counted for wrong elements into t.wrong.
+absl::Status check_calls(Timing& t, Communicator& comm, const BenchOptions& o) {
   const int rank = comm.rank(), n = comm.size();
   absl::Status s;
   for (int i = 0; i < o.check && s.ok(); ++i) {
@@ -72,7 +74,7 @@ absl::Status check_calls(Timing& t, Communicator& comm, const BenchOptions& o, u
     if (o.self_test_corrupt && rank == n - 1 && elements > 0) {
       result[elements / 2 * size_of(t.call.type)] ^= std::byte{0x5A};
     }
-    *wrong += count_wrong(t.call, result, rank, n);
+    t.wrong += count_wrong(t.call, result, rank, n);
   }
   return s;
 }
@@ -84,8 +86,7 @@ absl::Status failed(const Timing& t, const absl::Status& s) {
 }
 
 // Times a row's cells (warm-up each, then the rounds), then checks each.
-absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const BenchOptions& o,
-                     uint64_t* wrong) {
+absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const BenchOptions& o) {
   for (Timing& t : cells) {
     if (absl::Status s = warm_up(t, comm, o.warmup); !s.ok()) return failed(t, s);
   }
@@ -97,9 +98,9 @@ absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const Bench
       if (absl::Status s = time_calls(t, comm, iters); !s.ok()) return failed(t, s);
     }
   }
-  for (size_t c = 0; c < cells.size(); ++c) {
-    cells[c].us /= std::max(1, o.iters);
-    if (absl::Status s = check_calls(cells[c], comm, o, &wrong[c]); !s.ok()) return failed(cells[c], s);
+  for (Timing& t : cells) {
+    t.us /= std::max(1, o.iters);
+    if (absl::Status s = check_calls(t, comm, o); !s.ok()) return failed(t, s);
   }
   return absl::OkStatus();
 }
@@ -112,26 +113,23 @@ bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
   Peer* libraries[2] = {&weft, peer};
   const bool supported[2] = {true, peer != nullptr && peer->supports(row.call)};
   std::vector<Timing> cells;
-  std::vector<int> cell_of;  // the row cell (0-3) each timing fills
   for (int i = 0; i < 4; ++i) {
     if (!supported[i / 2]) continue;
     Call call = row.call;
     call.in_place = i % 2 == 1;
-    cells.push_back(Timing{libraries[i / 2], call, place(call, buffers, comm.rank())});
-    cell_of.push_back(i);
+    cells.push_back(Timing{i, libraries[i / 2], call, place(call, buffers, comm.rank())});
   }
   double us[4] = {0, 0, 0, 0};
   uint64_t wrong[5] = {0, 0, 0, 0, 0};  // [4]: this rank's failed calls
-  uint64_t cell_wrong[4] = {0, 0, 0, 0};
-  const absl::Status s = measure(cells, comm, o, cell_wrong);
+  const absl::Status s = measure(cells, comm, o);
   if (!s.ok()) {
     std::fprintf(stderr, "\nweft %s: rank %d: at %zu bytes, %s\n", o.command, comm.rank(),
                  row.bytes, s.ToString().c_str());
     wrong[4] = 1;
   }
-  for (size_t c = 0; c < cells.size(); ++c) {
-    us[cell_of[c]] = cells[c].us;
-    wrong[cell_of[c]] = cell_wrong[c];
+  for (const Timing& t : cells) {
+    us[t.cell] = t.us;
+    wrong[t.cell] = t.wrong;
   }
   AllreduceOptions max;
   max.op = ReduceOp::kMax;

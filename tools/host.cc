@@ -12,12 +12,17 @@
 
 namespace weft::tools {
 
-double memcpy_gbps(size_t bytes, int repeats) {
+namespace {
+
+// The best of `repeats` runs of copy(dst, src) over `bytes`, in GB/s; 0 when a copy fails or
+// does not arrive. The buffers are allocated and written once beforehand.
+template <class Copy>
+double best_gbps(size_t bytes, int repeats, Copy copy) {
   std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{0});
   double best = 0;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
+    if (!copy(dst.data(), src.data())) return 0;
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     // Read the copy back so the compiler cannot drop it.
     if (dst[bytes / 2] != std::byte{1}) return 0;
@@ -26,22 +31,25 @@ double memcpy_gbps(size_t bytes, int repeats) {
   return best;
 }
 
+}  // namespace
+
+double memcpy_gbps(size_t bytes, int repeats) {
+  return best_gbps(bytes, repeats, [&](std::byte* dst, const std::byte* src) {
+    std::memcpy(dst, src, bytes);
+    return true;
+  });
+}
+
 double process_vm_readv_gbps(size_t bytes, size_t chunk, int repeats) {
-  std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{0});
-  double best = 0;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
+  return best_gbps(bytes, repeats, [&](std::byte* dst, const std::byte* src) {
     for (size_t at = 0; at < bytes; at += chunk) {
       const size_t n = std::min(chunk, bytes - at);
-      const iovec local{dst.data() + at, n};
-      const iovec remote{src.data() + at, n};
-      if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) return 0;
+      const iovec local{dst + at, n};
+      const iovec remote{const_cast<std::byte*>(src) + at, n};
+      if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) return false;
     }
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    if (dst[bytes / 2] != std::byte{1}) return 0;
-    if (took.count() > 0) best = std::max(best, static_cast<double>(bytes) / took.count() / 1e9);
-  }
-  return best;
+    return true;
+  });
 }
 
 bool stdout_is_terminal(bool under_mpirun) {
