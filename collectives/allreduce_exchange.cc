@@ -29,7 +29,7 @@ absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& ar
   // (send_some) and reduces only into bytes that have left. Each rank decides for itself.
   const bool in_place = args.send == args.recv;
   // The result goes beside the input, far larger than the caches: stream it out.
-  std::byte* const block = !in_place && bytes >= kStreamCopiesFrom ? ctx.stream_block : nullptr;
+  std::byte* const block = !in_place && bytes >= stream_copies_from() ? ctx.stream_block : nullptr;
   Landing landing = Landing::reduce_streamed(args.recv, args.send, bytes,
                                              reduce_fn(args.type, args.op), args.elem_bytes(), block);
   Waiter waiter("allreduce (exchange)", args.deadline);

@@ -54,7 +54,7 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
   // A result far larger than the caches, written beside its inputs rather than over them,
   // bypasses the caches: reading its old lines in first would cost a third more traffic.
   std::byte* const stream_block =
-      seg_bytes(ctx.rank) >= kStreamCopiesFrom && out != seg_ptr(ctx.rank) ? ctx.stream_block
+      seg_bytes(ctx.rank) >= stream_copies_from() && out != seg_ptr(ctx.rank) ? ctx.stream_block
                                                                            : nullptr;
 
   // Outgoing: step 0 straight from `in`, later steps from the relay. `in` stays unchanged

@@ -72,7 +72,7 @@ void Landing::accept(const std::byte* data, size_t len) {
 
 void IdleCopy::copy(size_t n) {
   // A copy far larger than the caches is streamed: nobody reads it back soon.
-  if (bytes_ >= kStreamCopiesFrom) {
+  if (bytes_ >= stream_copies_from()) {
     stream_bytes(dst_ + done_, src_ + done_, n);
   } else {
     copy_bytes(dst_ + done_, src_ + done_, n);

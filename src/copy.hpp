@@ -21,7 +21,9 @@ void copy_bytes(void* dst, const void* src, size_t n);
 /// 128 MiB here. The stores are fenced before it returns.
 void stream_bytes(void* dst, const void* src, size_t n);
 
-/// Where a copy of `total` bytes is better streamed than cached.
-inline constexpr size_t kStreamCopiesFrom = size_t{16} << 20;
+/// The size from which a copy (or a reduction's result) is better streamed than cached: 3/4
+/// of one core's share of the last-level cache, glibc's own rule for memcpy, and never
+/// below 16 MiB. Below it the result is still in cache when a peer reads it back.
+size_t stream_copies_from();
 
 }  // namespace weft
