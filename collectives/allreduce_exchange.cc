@@ -5,9 +5,8 @@
 // cache-resident buffer rather than in the output, and the output is written once, by the
 // reduction. The registry picks it for mid-size messages over shm (registry.cc).
 //
-// The two ranks compute a op b and b op a: the same bits for every supported op, except
-// that where both inputs are NaN each rank keeps its own NaN's payload (as recursive
-// doubling does).
+// Both ranks put the input of ring position 0 first, so they compute the same bits even
+// where the order matters (max and min of +0 and -0, or of two NaNs).
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithm.hpp"
 #include "collectives/stream.hpp"
@@ -20,7 +19,8 @@ absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& ar
     return absl::InternalError(absl::StrCat("allreduce (exchange) run on ", ctx.size, " ranks"));
   }
   const Schedule& ring = *ctx.schedule;
-  auto peer = ctx.links->link(ring.rank_at(ring.position_of(ctx.rank) + 1), args.deadline);
+  const int position = ring.position_of(ctx.rank);
+  auto peer = ctx.links->link(ring.rank_at(position + 1), args.deadline);
   if (!peer.ok()) return peer.status();
 
   const size_t bytes = args.count * args.elem_bytes();
@@ -30,8 +30,9 @@ absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& ar
   const bool in_place = args.send == args.recv;
   // The result goes beside the input, far larger than the caches: stream it out.
   std::byte* const block = !in_place && bytes >= stream_copies_from() ? ctx.stream_block : nullptr;
-  Landing landing = Landing::reduce_streamed(args.recv, args.send, bytes,
-                                             reduce_fn(args.type, args.op), args.elem_bytes(), block);
+  Landing landing = Landing::reduce_streamed(
+      args.recv, args.send, bytes, reduce_fn(args.type, args.op), args.elem_bytes(), block,
+      position == 0 ? Operands::kLocalFirst : Operands::kIncomingFirst);
   Waiter waiter("allreduce (exchange)", args.deadline);
   size_t sent = 0;  // bytes of our input the peer has taken
   while (sent < bytes || !landing.done()) {

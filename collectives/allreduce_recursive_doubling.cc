@@ -4,8 +4,9 @@
 // With P the largest power of two <= N, the N-P "extra" ring positions first hand their
 // vector to a partner among the first N-P positions and wait. The P remaining positions
 // then exchange with the position at distance 1, 2, 4, ... (p XOR mask) and reduce. Last,
-// each partner hands the result back to its extra. Partners compute a op b and b op a, which
-// are bitwise equal for every supported op, so every rank ends with identical bits.
+// each partner hands the result back to its extra. Both partners of an exchange put the
+// lower position's vector first (Operands): max and min of +0 and -0, or of two NaNs,
+// depend on the order, and every rank must end with identical bits.
 //
 // An exchange needs no scratch buffer: the incoming vector is reduced into the output only
 // where the output has already been sent, so both directions stream at once. Every message
@@ -24,15 +25,15 @@ namespace {
 // Sends `buf` to `pair` while reducing the peer's copy into it, each side's call-check state
 // ahead of its vector. Once a mismatch is known the vectors stay put.
 absl::Status exchange(transport::Pair& pair, std::byte* buf, size_t bytes,
-                      const CollectiveArgs& args, ReduceFn fn, CallAgreement& known, int n,
-                      Waiter& waiter) {
+                      const CollectiveArgs& args, ReduceFn fn, Operands order,
+                      CallAgreement& known, int n, Waiter& waiter) {
   AgreementRound round(known, n);
   size_t sent = 0;
   if (bytes <= AgreementRound::kCarryBytes && round.data_follows()) {
     round.carry(buf, bytes);  // copied: the landing may overwrite buf at once
     sent = bytes;
   }
-  Landing landing = Landing::reduce(buf, buf, bytes, fn, args.elem_bytes());
+  Landing landing = Landing::reduce(buf, buf, bytes, fn, args.elem_bytes(), order);
   while (!round.sent() || !round.merged() ||
          (round.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
@@ -135,7 +136,8 @@ absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const Collecti
   for (int mask = 1; mask < pow2; mask *= 2) {
     auto peer = link(p ^ mask);
     if (!peer.ok()) return peer.status();
-    if (absl::Status s = exchange(**peer, args.recv, bytes, args, fn, known, n, waiter);
+    const Operands order = (p ^ mask) < p ? Operands::kIncomingFirst : Operands::kLocalFirst;
+    if (absl::Status s = exchange(**peer, args.recv, bytes, args, fn, order, known, n, waiter);
         !s.ok()) {
       return s;
     }

@@ -16,19 +16,21 @@ Landing Landing::copy(std::byte* dst, size_t bytes) {
 }
 
 Landing Landing::reduce(std::byte* dst, const std::byte* local, size_t bytes, ReduceFn fn,
-                        size_t elem_bytes) {
+                        size_t elem_bytes, Operands order) {
   Landing l;
   l.dst_ = dst;
   l.local_ = local;
   l.bytes_ = bytes;
   l.fn_ = fn;
   l.elem_ = elem_bytes;
+  l.incoming_first_ = order == Operands::kIncomingFirst;
   return l;
 }
 
 Landing Landing::reduce_streamed(std::byte* dst, const std::byte* local, size_t bytes,
-                                 ReduceFn fn, size_t elem_bytes, std::byte* block) {
-  Landing l = reduce(dst, local, bytes, fn, elem_bytes);
+                                 ReduceFn fn, size_t elem_bytes, std::byte* block,
+                                 Operands order) {
+  Landing l = reduce(dst, local, bytes, fn, elem_bytes, order);
   l.block_ = block;
   return l;
 }
@@ -36,15 +38,23 @@ Landing Landing::reduce_streamed(std::byte* dst, const std::byte* local, size_t 
 void Landing::apply(const std::byte* in, size_t len) {
   if (fn_ == nullptr) {
     copy_bytes(dst_ + landed_, in, len);
-  } else if (block_ != nullptr) {
-    for (size_t done = 0; done < len;) {
-      const size_t n = std::min(kStreamBlockBytes, len - done);
-      fn_(block_, local_ + landed_ + done, in + done, n / elem_);
-      stream_bytes(dst_ + landed_ + done, block_, n);
-      done += n;
+    landed_ += len;
+    return;
+  }
+  // Streamed: a block at a time through the cache-resident block, then out past the caches.
+  const size_t step = block_ != nullptr ? kStreamBlockBytes : len;
+  for (size_t done = 0; done < len;) {
+    const size_t n = std::min(step, len - done);
+    std::byte* to = block_ != nullptr ? block_ : dst_ + landed_ + done;
+    const std::byte* mine = local_ + landed_ + done;
+    const std::byte* theirs = in + done;
+    if (incoming_first_) {
+      fn_(to, theirs, mine, n / elem_);
+    } else {
+      fn_(to, mine, theirs, n / elem_);
     }
-  } else {
-    fn_(dst_ + landed_, local_ + landed_, in, len / elem_);
+    if (block_ != nullptr) stream_bytes(dst_ + landed_ + done, block_, n);
+    done += n;
   }
   landed_ += len;
 }

@@ -17,20 +17,27 @@ namespace weft {
 /// noise; a multiple of every element size.
 inline constexpr size_t kStreamBlockBytes = 32 << 10;
 
+/// Which operand of a reduction comes first. Most ops give the same bits either way, but
+/// max and min keep the first of two equal operands (+0 and -0) and the first of two NaNs:
+/// two ranks that each compute one result must agree on the order, or their bits differ
+/// (collectives/reduce_kernels.hpp).
+enum class Operands { kLocalFirst, kIncomingFirst };
+
 /// Where received bytes go. In copy mode dst[i] = incoming[i]; in reduce mode
-/// dst[i] = local[i] op incoming[i]. Links split the stream anywhere, so a partial element
-/// waits in a small carry until its last byte arrives.
+/// dst[i] = local[i] op incoming[i] (or incoming[i] op local[i]). Links split the stream
+/// anywhere, so a partial element waits in a small carry until its last byte arrives.
 class Landing {
  public:
   static Landing copy(std::byte* dst, size_t bytes);
   static Landing reduce(std::byte* dst, const std::byte* local, size_t bytes, ReduceFn fn,
-                        size_t elem_bytes);
+                        size_t elem_bytes, Operands order = Operands::kLocalFirst);
   /// As reduce, for a destination far larger than the caches that nobody reads soon and that
   /// is not `local`: results are reduced a block at a time into `block` (kStreamBlockBytes,
   /// cache-resident) and streamed out (non-temporal stores), so dst's old lines are never
   /// read in. A null block makes it a plain reduce.
   static Landing reduce_streamed(std::byte* dst, const std::byte* local, size_t bytes,
-                                 ReduceFn fn, size_t elem_bytes, std::byte* block);
+                                 ReduceFn fn, size_t elem_bytes, std::byte* block,
+                                 Operands order = Operands::kLocalFirst);
   Landing() = default;
 
   /// The transport Sink: takes the next `len` bytes of the region.
@@ -57,6 +64,7 @@ class Landing {
   ReduceFn fn_ = nullptr;
   size_t elem_ = 1;
   std::byte* block_ = nullptr;  // set: results are streamed out through it
+  bool incoming_first_ = false;
   size_t landed_ = 0;
   std::byte carry_[8] = {};
   size_t carry_len_ = 0;

@@ -178,6 +178,54 @@ TEST(Collectives, EveryAllreduceAlgorithm) {
   ASSERT_TRUE(g_world->barrier().ok()) << "a refused algorithm must not fail the communicator";
 }
 
+// Where the order of two operands changes the bits (max and min of +0 and -0, or of NaNs
+// with different payloads), every rank still ends with the same bits, whichever algorithm
+// computed them: ranks of one job must not drift apart. Each rank gives a zero signed by its
+// parity and a quiet NaN whose payload is its rank + 1. (Sum and prod of two NaNs keep
+// whichever payload the FPU picks, which is not part of the contract: reduce_kernels.hpp.)
+TEST(Collectives, EveryRankHoldsTheSameBits) {
+  const int rank = g_world->rank(), n = g_world->size();
+  struct Format {
+    DataType type;
+    uint64_t sign, quiet_nan;
+  };
+  constexpr Format kFormats[] = {{DataType::kFloat32, 0x80000000u, 0x7fc00000u},
+                                 {DataType::kFloat64, uint64_t{1} << 63, 0x7ff8000000000000u},
+                                 {DataType::kFloat16, 0x8000u, 0x7e00u},
+                                 {DataType::kBFloat16, 0x8000u, 0x7fc0u}};
+  for (const Format& f : kFormats) {
+    const size_t elem = size_of(f.type);
+    for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+      for (const char* algorithm : {"ring", "recursive_doubling", "exchange"}) {
+        if (std::string(algorithm) == "exchange" && n != 2) continue;
+        for (size_t count : {size_t{1}, size_t{3}, size_t{100003}}) {
+          for (bool in_place : {false, true}) {
+            std::byte* recv = recv_buffer().data();
+            std::byte* send = in_place ? recv : send_buffer().data();
+            for (size_t i = 0; i < count; ++i) {
+              const uint64_t bits = i % 2 == 0 ? (rank % 2 == 1 ? f.sign : 0)
+                                               : f.quiet_nan | static_cast<uint64_t>(rank + 1);
+              std::memcpy(send + i * elem, &bits, elem);  // little-endian: the low bytes
+            }
+            AllreduceOptions o;
+            o.op = op;
+            o.algorithm = algorithm;
+            const std::string what = describe(algorithm, f.type, op, count, in_place);
+            ASSERT_TRUE(g_world->allreduce(send, recv, count, f.type, o).ok()) << what;
+            const size_t bytes = count * elem;
+            std::vector<std::byte> all(bytes * n);
+            ASSERT_TRUE(g_world->allgather(recv, all.data(), bytes, DataType::kUint8).ok()) << what;
+            for (int r = 1; r < n; ++r) {
+              EXPECT_EQ(std::memcmp(all.data(), all.data() + r * bytes, bytes), 0)
+                  << what << ": rank " << r << " holds other bits than rank 0";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Every allgather algorithm forced by name gives exact results; one that needs a
 // power-of-two rank count is refused (without failing the communicator) elsewhere.
 TEST(Collectives, EveryAllgatherAlgorithm) {
