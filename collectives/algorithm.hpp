@@ -47,6 +47,7 @@ absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& a
 absl::Status reduce_scatter_recursive_doubling(const AlgoContext& ctx,
                                                const CollectiveArgs& args);
 absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status broadcast_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status barrier_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 
 }  // namespace weft

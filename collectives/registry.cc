@@ -34,6 +34,10 @@ const std::vector<Algorithm>& all_algorithms() {
        /*carries_agreement=*/true},
       {"chain", CollectiveKind::kBroadcast,
        "the root streams along the ring; each rank forwards bytes as they land", broadcast_chain},
+      {"recursive_doubling", CollectiveKind::kBroadcast,
+       "the root's data rides the call check's log2(N) rounds; small messages",
+       broadcast_recursive_doubling, /*needs_power_of_two_ranks=*/false,
+       /*carries_agreement=*/true},
       {"recursive_doubling", CollectiveKind::kBarrier,
        "the call check's log2(N) rounds, which no rank leaves before all have entered",
        barrier_recursive_doubling, /*needs_power_of_two_ranks=*/false,
@@ -88,6 +92,8 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
       find_algorithm(CollectiveKind::kAllgather, "recursive_doubling");
   static const Algorithm* const small_reduce_scatter =
       find_algorithm(CollectiveKind::kReduceScatter, "recursive_doubling");
+  static const Algorithm* const small_broadcast =
+      find_algorithm(CollectiveKind::kBroadcast, "recursive_doubling");
   static const std::vector<const Algorithm*> defaults = [] {
     std::vector<const Algorithm*> first(kNumCollectiveKinds, nullptr);
     for (const Algorithm& a : all_algorithms()) {
@@ -106,6 +112,7 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   if (kind == CollectiveKind::kReduceScatter && bytes * static_cast<size_t>(nranks) <= small_message_bytes) {
     return small_reduce_scatter;
   }
+  if (kind == CollectiveKind::kBroadcast && bytes <= small_message_bytes) return small_broadcast;
   if (const Algorithm* a = defaults[static_cast<int>(kind)]) return a;
   return absl::InternalError(absl::StrCat("no algorithm registered for ", name_of(kind)));
 }

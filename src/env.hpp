@@ -48,7 +48,7 @@ inline constexpr EnvVar kAlgorithm{
     "force algorithms by collective, e.g. allreduce=ring,broadcast=chain (see weft info)"};
 inline constexpr EnvVar kSmallMessageBytes{
     "WEFT_SMALL_MESSAGE_BYTES", "65536",
-    "allreduce at or below this many bytes uses the latency-optimal algorithm"};
+    "calls at or below this many bytes use the latency-optimal algorithms (recursive doubling)"};
 inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "1048576",
                                       "bytes of each one-way shared-memory ring"};
 inline constexpr EnvVar kShmSingleCopyBytes{

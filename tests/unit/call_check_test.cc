@@ -209,6 +209,20 @@ const Mismatch kMismatches[] = {
        return c.broadcast(b.data(), b.data(), kCount, DataType::kFloat32, o);
      },
      "from root 1"},
+    {"broadcast_algorithm",  // the odd rank's count takes the chain, the others' recursive doubling
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       static thread_local std::vector<float> large(100 * kCount, 1.0f);
+       if (odd) return c.broadcast(large.data(), large.data(), large.size(), DataType::kFloat32);
+       return c.broadcast(b.data(), b.data(), kCount, DataType::kFloat32);
+     },
+     "of 100000 float"},
+    {"broadcast_tiny_root",  // small enough to ride with the check's state
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       BroadcastOptions o;
+       o.root = odd ? 3 : 0;
+       return c.broadcast(b.data(), b.data(), 8, DataType::kFloat32, o);
+     },
+     "from root 3"},
     {"collective",
      [](Communicator& c, bool odd, std::vector<float>& b) {
        if (odd) return c.allgather(b.data(), b.data(), kCount, DataType::kFloat32);

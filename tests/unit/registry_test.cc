@@ -56,7 +56,9 @@ TEST(Registry, OtherCollectivesChooseBySize) {
   // reduce_scatter's bytes are one rank's block: recursive doubling moves all N of them.
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, kSmall / 4, 4, true), "recursive_doubling");
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, kSmall / 4 + 1, 4, true), "ring");
-  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 8, 2, true), "chain");
+  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 8, 2, true), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, kSmall, 5, false), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, kSmall + 1, 2, true), "chain");
   EXPECT_EQ(chosen(CollectiveKind::kBarrier, 0, 5, false), "recursive_doubling");
 }
 

@@ -1,0 +1,136 @@
+// Recursive-doubling broadcast, for small messages: the root's data rides the call check's
+// own rounds (collectives/call_check.hpp), so a small broadcast costs the check's log2(N)
+// round trips and nothing after them. The chain first runs the check and then needs N-1
+// more hops, each a wake-up of the next rank, before the last rank has a byte.
+//
+// The rounds are the check's, on ring positions: with P the largest power of two <= N, the
+// N-P extra positions first hand their state to a partner among the first N-P; the first P
+// exchange with the position at distance 1, 2, 4, ... (p XOR d); partners hand back last.
+// The data joins where it is: an extra that is the root hands it over with its state, so
+// position r (the root's, less P for an extra) holds it when the exchanges start. Before
+// the exchange at distance d the holders are the positions q with (q XOR r) < d; each
+// sends to its partner, which does not hold it yet, and pairs where neither holds trade
+// states only. Last, every partner hands it on to its extra. Data up to AgreementRound::kCarryBytes leaves in the same write as the state.
+#include <cstddef>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/call_check.hpp"
+#include "collectives/stream.hpp"
+
+namespace weft {
+namespace {
+
+// One round of the check with this round's data: our state goes out over `to`, followed by
+// `out` when it is not null; the partner's state comes in over `from`, followed by the data
+// (into `in`) when that is not null. Either link may be null. Once a mismatch is known, no
+// data moves (both partners know it by the end of the round).
+absl::Status round_with_data(transport::Pair* to, const std::byte* out, transport::Pair* from,
+                             std::byte* in, size_t bytes, CallAgreement& known, int n,
+                             Waiter& waiter, IdleCopy& idle) {
+  AgreementRound round(known, n);
+  size_t sent = bytes;  // nothing to send unless we send data
+  if (to != nullptr && out != nullptr && round.data_follows()) {
+    sent = 0;
+    if (bytes <= AgreementRound::kCarryBytes) {
+      round.carry(out, bytes);
+      sent = bytes;
+    }
+  }
+  Landing landing = Landing::copy(in, from != nullptr && in != nullptr ? bytes : 0);
+  while ((to != nullptr && !round.sent()) || (from != nullptr && !round.merged()) ||
+         (round.data_follows() && (sent < bytes || !landing.done()))) {
+    bool moved = false;
+    if (to != nullptr && !round.sent()) {
+      auto k = round.send(*to);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (to != nullptr && round.sent() && sent < bytes && round.data_follows()) {
+      auto k = to->offer_some(out + sent, bytes - sent);
+      if (!k.ok()) return k.status();
+      sent += *k;
+      moved |= *k > 0;
+    }
+    if (from != nullptr && !round.merged()) {
+      auto k = round.receive(*from);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (from != nullptr && round.merged() && round.data_follows() && !landing.done()) {
+      auto got = receive_into(*from, landing);
+      if (!got.ok()) return got.status();
+      moved |= *got > 0;
+    }
+    if (!moved) moved = idle.step();
+    if (absl::Status s = waiter.after_pass(moved, to, from); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status broadcast_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args) {
+  if (ctx.agreement == nullptr) {
+    return absl::InternalError("broadcast (recursive doubling) run without its call check");
+  }
+  CallAgreement& known = *ctx.agreement;
+  const size_t bytes = args.count * args.elem_bytes();
+  const bool is_root = ctx.rank == args.root;
+  // The root fills its own output while the links wait, and sends from its input.
+  IdleCopy root_copy;
+  if (is_root) root_copy = IdleCopy(args.recv, args.send, bytes);
+  const std::byte* source = is_root ? args.send : args.recv;
+  const int n = ctx.size;
+  if (n == 1) {
+    root_copy.finish();
+    return absl::OkStatus();
+  }
+  const Schedule& ring = *ctx.schedule;
+  const int p = ring.position_of(ctx.rank);
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int root_at = ring.position_of(args.root);
+  const int r = root_at >= pow2 ? root_at - pow2 : root_at;
+  Waiter waiter("broadcast (recursive doubling)", args.deadline);
+  auto link = [&](int position) { return ctx.links->link(ring.rank_at(position), args.deadline); };
+
+  absl::Status s;
+  if (p >= pow2) {  // an extra: hand over our state (and the data, if ours), then hear back
+    auto partner = link(p - pow2);
+    if (!partner.ok()) return partner.status();
+    s = round_with_data(*partner, is_root ? source : nullptr, nullptr, nullptr, bytes, known, n,
+                        waiter, root_copy);
+    if (s.ok()) {
+      s = round_with_data(nullptr, nullptr, *partner, is_root ? nullptr : args.recv, bytes,
+                          known, n, waiter, root_copy);
+    }
+    root_copy.finish();
+    return s;
+  }
+  transport::Pair* extra = nullptr;
+  if (p < n - pow2) {
+    auto e = link(p + pow2);
+    if (!e.ok()) return e.status();
+    extra = *e;
+    const bool extra_is_root = p + pow2 == root_at;
+    s = round_with_data(nullptr, nullptr, extra, extra_is_root ? args.recv : nullptr, bytes,
+                        known, n, waiter, root_copy);
+  }
+  for (int d = 1; s.ok() && d < pow2; d *= 2) {
+    auto peer = link(p ^ d);
+    if (!peer.ok()) return peer.status();
+    // A holder's partner never holds yet; pairs where neither holds trade states only.
+    const bool holds = (p ^ r) < d, partner_holds = (p ^ d ^ r) < d;
+    s = round_with_data(*peer, holds ? source : nullptr, *peer,
+                        partner_holds ? args.recv : nullptr, bytes, known, n, waiter, root_copy);
+  }
+  if (s.ok() && extra != nullptr) {
+    const bool extra_is_root = p + pow2 == root_at;
+    s = round_with_data(extra, extra_is_root ? nullptr : source, nullptr, nullptr, bytes, known,
+                        n, waiter, root_copy);
+  }
+  root_copy.finish();
+  return s;
+}
+
+}  // namespace weft
