@@ -20,43 +20,44 @@
 namespace weft {
 namespace {
 
-// One round of the check with this round's data: our state goes out over `to`, followed by
-// `out` when it is not null; the partner's state comes in over `from`, followed by the data
-// (into `in`) when that is not null. Either link may be null. Once a mismatch is known, no
-// data moves (both partners know it by the end of the round).
-absl::Status round_with_data(transport::Pair* to, const std::byte* out, transport::Pair* from,
-                             std::byte* in, size_t bytes, CallAgreement& known, int n,
-                             Waiter& waiter, IdleCopy& idle) {
-  AgreementRound round(known, n);
+// Moves one round: our state (`ours`) goes out over `to`, followed by `out` when that is not
+// null; the partner's state (`theirs`) comes in over `from`, followed by the data (into `in`)
+// when that is not null. Either link may be null. In an exchange `ours` and `theirs` are one
+// round. No data moves once a mismatch is known, and a rank that sends data must be hearing
+// from its partner meanwhile: on a mismatch the partner drops the data, and the sender learns
+// that from the partner's state instead of waiting on bytes nobody will read.
+absl::Status move_round(AgreementRound& ours, transport::Pair* to, const std::byte* out,
+                        AgreementRound& theirs, transport::Pair* from, std::byte* in,
+                        size_t bytes, Waiter& waiter, IdleCopy& idle) {
   size_t sent = bytes;  // nothing to send unless we send data
-  if (to != nullptr && out != nullptr && round.data_follows()) {
+  if (to != nullptr && out != nullptr && ours.data_follows()) {
     sent = 0;
     if (bytes <= AgreementRound::kCarryBytes) {
-      round.carry(out, bytes);
+      ours.carry(out, bytes);
       sent = bytes;
     }
   }
   Landing landing = Landing::copy(in, from != nullptr && in != nullptr ? bytes : 0);
-  while ((to != nullptr && !round.sent()) || (from != nullptr && !round.merged()) ||
-         (round.data_follows() && (sent < bytes || !landing.done()))) {
+  while ((to != nullptr && !ours.sent()) || (from != nullptr && !theirs.merged()) ||
+         (ours.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
-    if (to != nullptr && !round.sent()) {
-      auto k = round.send(*to);
+    if (to != nullptr && !ours.sent()) {
+      auto k = ours.send(*to);
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
-    if (to != nullptr && round.sent() && sent < bytes && round.data_follows()) {
+    if (to != nullptr && ours.sent() && sent < bytes && ours.data_follows()) {
       auto k = to->offer_some(out + sent, bytes - sent);
       if (!k.ok()) return k.status();
       sent += *k;
       moved |= *k > 0;
     }
-    if (from != nullptr && !round.merged()) {
-      auto k = round.receive(*from);
+    if (from != nullptr && !theirs.merged()) {
+      auto k = theirs.receive(*from);
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
-    if (from != nullptr && round.merged() && round.data_follows() && !landing.done()) {
+    if (from != nullptr && theirs.merged() && theirs.data_follows() && !landing.done()) {
       auto got = receive_into(*from, landing);
       if (!got.ok()) return got.status();
       moved |= *got > 0;
@@ -65,6 +66,13 @@ absl::Status round_with_data(transport::Pair* to, const std::byte* out, transpor
     if (absl::Status s = waiter.after_pass(moved, to, from); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+// One round in which we only hear from `from` (data into `in`, unless null).
+absl::Status hear(transport::Pair* from, std::byte* in, size_t bytes, CallAgreement& known,
+                  int n, Waiter& waiter, IdleCopy& idle) {
+  AgreementRound round(known, n);
+  return move_round(round, nullptr, nullptr, round, from, in, bytes, waiter, idle);
 }
 
 }  // namespace
@@ -95,15 +103,14 @@ absl::Status broadcast_recursive_doubling(const AlgoContext& ctx, const Collecti
   auto link = [&](int position) { return ctx.links->link(ring.rank_at(position), args.deadline); };
 
   absl::Status s;
-  if (p >= pow2) {  // an extra: hand over our state (and the data, if ours), then hear back
+  if (p >= pow2) {
+    // An extra hands over its state (and the data, if it is the root) and hears the partner's
+    // hand-back (with the data, if not) in one go: see move_round.
     auto partner = link(p - pow2);
     if (!partner.ok()) return partner.status();
-    s = round_with_data(*partner, is_root ? source : nullptr, nullptr, nullptr, bytes, known, n,
-                        waiter, root_copy);
-    if (s.ok()) {
-      s = round_with_data(nullptr, nullptr, *partner, is_root ? nullptr : args.recv, bytes,
-                          known, n, waiter, root_copy);
-    }
+    AgreementRound handed(known, n), back(known, n);
+    s = move_round(handed, *partner, is_root ? source : nullptr, back, *partner,
+                   is_root ? nullptr : args.recv, bytes, waiter, root_copy);
     root_copy.finish();
     return s;
   }
@@ -112,22 +119,23 @@ absl::Status broadcast_recursive_doubling(const AlgoContext& ctx, const Collecti
     auto e = link(p + pow2);
     if (!e.ok()) return e.status();
     extra = *e;
-    const bool extra_is_root = p + pow2 == root_at;
-    s = round_with_data(nullptr, nullptr, extra, extra_is_root ? args.recv : nullptr, bytes,
-                        known, n, waiter, root_copy);
+    s = hear(extra, p + pow2 == root_at ? args.recv : nullptr, bytes, known, n, waiter,
+             root_copy);
   }
   for (int d = 1; s.ok() && d < pow2; d *= 2) {
     auto peer = link(p ^ d);
     if (!peer.ok()) return peer.status();
     // A holder's partner never holds yet; pairs where neither holds trade states only.
     const bool holds = (p ^ r) < d, partner_holds = (p ^ d ^ r) < d;
-    s = round_with_data(*peer, holds ? source : nullptr, *peer,
-                        partner_holds ? args.recv : nullptr, bytes, known, n, waiter, root_copy);
+    AgreementRound round(known, n);
+    s = move_round(round, *peer, holds ? source : nullptr, round, *peer,
+                   partner_holds ? args.recv : nullptr, bytes, waiter, root_copy);
   }
   if (s.ok() && extra != nullptr) {
-    const bool extra_is_root = p + pow2 == root_at;
-    s = round_with_data(extra, extra_is_root ? nullptr : source, nullptr, nullptr, bytes, known,
-                        n, waiter, root_copy);
+    // The extra knows all we do once it has our state, so it reads the data whenever we send it.
+    AgreementRound round(known, n);
+    s = move_round(round, extra, p + pow2 == root_at ? nullptr : source, round, nullptr, nullptr,
+                   bytes, waiter, root_copy);
   }
   root_copy.finish();
   return s;

@@ -11,8 +11,8 @@
 // The rounds follow recursive doubling on ring positions: with P the largest power of two
 // <= N, the N-P extra positions hand their state to a partner among the first N-P, the first
 // P exchange with the position at distance 1, 2, 4, ... (XOR), and partners hand the result
-// back. Small-message algorithms that move data in that very pattern (allreduce and
-// allgather by recursive doubling, the barrier) carry the state in band, ahead of each
+// back. Small-message algorithms that move data in that very pattern (allreduce, allgather
+// and broadcast by recursive doubling, the barrier) carry the state in band, ahead of each
 // round's data (AgreementRound), so the check costs them no extra round trip; every other
 // algorithm runs the rounds on their own first (agree()). Because both use one pattern and
 // one message, ranks that picked different algorithms still meet and agree. Once a round

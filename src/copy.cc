@@ -1,7 +1,7 @@
 #include "src/copy.hpp"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include <unistd.h>
