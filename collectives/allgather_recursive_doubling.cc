@@ -41,6 +41,12 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
     AgreementRound round(*ctx.agreement, n);
     while (!round.sent() || !round.merged() || (round.data_follows() && (out < d || in < d))) {
       bool moved = false;
+      // Hear first: a partner that knows the calls differ may already have closed the link.
+      if (!round.merged()) {
+        auto k = round.receive(**pair);
+        if (!k.ok()) return k.status();
+        moved |= *k > 0;
+      }
       if (!round.sent()) {
         auto k = round.send(**pair);
         if (!k.ok()) return k.status();
@@ -49,15 +55,10 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
       if (round.sent() && out < d && round.data_follows()) {
         const std::byte* from = d == 1 ? args.send : block_of(mine + out);
         auto k = (*pair)->offer_some(from + sent, block - sent);
-        if (!k.ok()) return k.status();
+        if (!k.ok()) return round.unless_calls_differ(**pair, k.status());
         sent += *k;
         moved |= *k > 0;
         if (sent == block) out++, sent = 0;
-      }
-      if (!round.merged()) {
-        auto k = round.receive(**pair);
-        if (!k.ok()) return k.status();
-        moved |= *k > 0;
       }
       if (round.merged() && in < d && round.data_follows()) {
         auto got = receive_into(**pair, landing);

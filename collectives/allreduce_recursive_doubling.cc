@@ -37,6 +37,12 @@ absl::Status exchange(transport::Pair& pair, std::byte* buf, size_t bytes,
   while (!round.sent() || !round.merged() ||
          (round.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
+    // Hear first: a partner that knows the calls differ may already have closed the link.
+    if (!round.merged()) {
+      auto k = round.receive(pair);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
     if (!round.sent()) {
       auto k = round.send(pair);
       if (!k.ok()) return k.status();
@@ -44,14 +50,9 @@ absl::Status exchange(transport::Pair& pair, std::byte* buf, size_t bytes,
     }
     if (round.sent() && sent < bytes && round.data_follows()) {
       auto n = pair.send_some(buf + sent, bytes - sent);
-      if (!n.ok()) return n.status();
+      if (!n.ok()) return round.unless_calls_differ(pair, n.status());
       sent += *n;
       moved |= *n > 0;
-    }
-    if (!round.merged()) {
-      auto k = round.receive(pair);
-      if (!k.ok()) return k.status();
-      moved |= *k > 0;
     }
     if (round.merged() && round.data_follows()) {
       // Never overwrite bytes that have not left yet.
@@ -77,6 +78,49 @@ absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes,
     if (!n.ok()) return n.status();
     sent += *n;
     if (absl::Status s = waiter.after_pass(*n > 0, &pair); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// An extra's whole part: our state and vector go to the partner while we listen for its
+// hand-back, whose result lands over our vector once all of it has left. On a mismatch the
+// partner drops our vector and hands back its verdict; we must hear that rather than wait
+// for ring or socket room that it will never make.
+absl::Status hand_over(transport::Pair& pair, std::byte* buf, size_t bytes, CallAgreement& known,
+                       int n, Waiter& waiter) {
+  AgreementRound out(known, n), back(known, n);
+  size_t sent = 0;
+  if (bytes <= AgreementRound::kCarryBytes && out.data_follows()) {
+    out.carry(buf, bytes);
+    sent = bytes;
+  }
+  Landing landing = Landing::copy(buf, bytes);
+  while (!out.sent() || !back.merged() ||
+         (back.data_follows() && (sent < bytes || !landing.done()))) {
+    bool moved = false;
+    // Hear first: a partner that knows the calls differ may already have closed the link.
+    if (!back.merged()) {
+      auto k = back.receive(pair);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (!out.sent()) {
+      auto k = out.send(pair);
+      if (!k.ok()) return k.status();
+      moved |= *k > 0;
+    }
+    if (out.sent() && sent < bytes && out.data_follows()) {
+      auto k = pair.send_some(buf + sent, bytes - sent);
+      if (!k.ok()) return back.unless_calls_differ(pair, k.status());
+      sent += *k;
+      moved |= *k > 0;
+    }
+    if (back.merged() && back.data_follows() && sent == bytes) {
+      auto got = receive_into(pair, landing);
+      if (!got.ok()) return got.status();
+      moved |= *got > 0;
+    }
+    if (absl::Status s = waiter.after_pass(moved, &pair); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -116,12 +160,7 @@ absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const Collecti
   if (p >= pow2) {  // an extra: hand over the vector, get the result back
     auto partner = link(p - pow2);
     if (!partner.ok()) return partner.status();
-    if (absl::Status s = send_all(**partner, args.recv, bytes, known, n, waiter);
-        !s.ok()) {
-      return s;
-    }
-    return receive_all(**partner, Landing::copy(args.recv, bytes), known, n,
-                       waiter);
+    return hand_over(**partner, args.recv, bytes, known, n, waiter);
   }
   transport::Pair* extra = nullptr;
   if (p < n - pow2) {

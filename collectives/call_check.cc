@@ -218,6 +218,14 @@ absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
   return n;
 }
 
+absl::Status AgreementRound::unless_calls_differ(transport::Pair& pair, absl::Status error) {
+  while (!merged_) {  // bounded: each pass reads more of a state of at most kWireBytes
+    auto k = receive(pair);
+    if (!k.ok() || *k == 0) break;
+  }
+  return merged_ && !data_follows() ? absl::OkStatus() : error;
+}
+
 bool AgreementRound::agrees_with_ours() const {
   // Both heads say "no differing rank" and carry the same signature, so the merge could only
   // lower the reference rank; the signature bytes are ours, hence well formed.

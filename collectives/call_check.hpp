@@ -105,6 +105,11 @@ class AgreementRound {
   bool merged() const { return merged_; }
   /// Whether this round's data moves: not once a mismatch is known (both partners then know).
   bool data_follows() const { return known_.differing_rank == CallAgreement::kNoRank; }
+  /// Sending this round's data over `pair` failed with `error`. A partner that knows the
+  /// calls differ drops our data, finishes and closes the link, but the state it sent first
+  /// is still there to read: if it says the calls differ, returns OK (the verdict names the
+  /// mismatch on every rank), else `error`.
+  absl::Status unless_calls_differ(transport::Pair& pair, absl::Status error);
 
  private:
   bool agrees_with_ours() const;

@@ -88,6 +88,7 @@ TcpPair::~TcpPair() {
 
 absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
   if (!broken_.ok()) return broken_;
+  if (!send_broken_.ok()) return send_broken_;
   if (len == 0) return size_t{0};
   if (rails_ > 1) return send_striped(data, len);
   const ssize_t n = ::send(fds_[0], data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -96,7 +97,7 @@ absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
     return static_cast<size_t>(n);
   }
   if (would_block(errno)) return size_t{0};
-  return fail(errno_error("send", errno, 0));
+  return fail_sending(errno_error("send", errno, 0));
 }
 
 // Each chunk goes whole to its own socket, in stream order: when a socket is full the call
@@ -109,7 +110,7 @@ absl::StatusOr<size_t> TcpPair::send_striped(const std::byte* data, size_t len) 
     const ssize_t n = ::send(fds_[rail], data + taken, want, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) {
       if (would_block(errno)) break;
-      return fail(errno_error("send", errno, rail));
+      return fail_sending(errno_error("send", errno, rail));
     }
     send_offset_ += static_cast<uint64_t>(n);
     taken += static_cast<size_t>(n);
@@ -208,6 +209,14 @@ RailStats TcpPair::rail_stats(size_t rail) const {
 
 int TcpPair::sndbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, SO_SNDBUF); }
 int TcpPair::rcvbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, SO_RCVBUF); }
+
+// A peer that closed its side may have sent its last bytes first: they stay readable, so
+// a failed send breaks only the sending direction.
+absl::Status TcpPair::fail_sending(absl::Status status) {
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  send_broken_ = std::move(status);
+  return send_broken_;
+}
 
 absl::Status TcpPair::fail(absl::Status status) {
   errors_.fetch_add(1, std::memory_order_relaxed);

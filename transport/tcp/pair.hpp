@@ -95,6 +95,8 @@ class TcpPair : public Pair {
   size_t rail_at(uint64_t offset) const { return (offset / kStripeBytes) % rails_; }
   /// Records the first fatal error; every later call returns it without touching a socket.
   absl::Status fail(absl::Status status);
+  /// Records a failed send: later sends return it, receives go on until the stream ends.
+  absl::Status fail_sending(absl::Status status);
   absl::Status errno_error(const char* op, int err, size_t rail);
   absl::Status closed_error(size_t rail) const;
 
@@ -104,7 +106,8 @@ class TcpPair : public Pair {
   const int peer_rank_;
   const std::string peer_address_;
   std::unique_ptr<std::byte[]> staging_;
-  absl::Status broken_;
+  absl::Status broken_;       // the link is lost both ways
+  absl::Status send_broken_;  // a send failed; what the peer sent before may still be read
   // Stream offsets, used only by the thread that drives the link (striped links only).
   uint64_t send_offset_ = 0;
   uint64_t recv_offset_ = 0;
