@@ -22,39 +22,41 @@
 namespace weft {
 namespace {
 
-// Sends `buf` to `pair` while reducing the peer's copy into it, each side's call-check state
-// ahead of its vector. Once a mismatch is known the vectors stay put.
-absl::Status exchange(transport::Pair& pair, std::byte* buf, size_t bytes,
-                      const CollectiveArgs& args, ReduceFn fn, Operands order,
-                      CallAgreement& known, int n, Waiter& waiter) {
-  AgreementRound round(known, n);
+// Trades over `pair`: our state (`ours`) and then `buf` go out while the partner's state
+// (`theirs`) and then its bytes come in, landing in `buf` only where `buf` has already left,
+// so both directions stream at once without a scratch buffer. An exchange passes one round
+// as both; an extra passes its hand-over and the hand-back, which it hears while still
+// sending: on a mismatch the partner drops our vector and hands back its verdict, and we
+// must hear that rather than wait for ring or socket room it will never make. Once a
+// mismatch is known the vectors stay put.
+absl::Status trade(transport::Pair& pair, std::byte* buf, size_t bytes, AgreementRound& ours,
+                   AgreementRound& theirs, Landing landing, Waiter& waiter) {
   size_t sent = 0;
-  if (bytes <= AgreementRound::kCarryBytes && round.data_follows()) {
-    round.carry(buf, bytes);  // copied: the landing may overwrite buf at once
+  if (bytes <= AgreementRound::kCarryBytes && ours.data_follows()) {
+    ours.carry(buf, bytes);  // copied: the landing may overwrite buf at once
     sent = bytes;
   }
-  Landing landing = Landing::reduce(buf, buf, bytes, fn, args.elem_bytes(), order);
-  while (!round.sent() || !round.merged() ||
-         (round.data_follows() && (sent < bytes || !landing.done()))) {
+  while (!ours.sent() || !theirs.merged() ||
+         (theirs.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
     // Hear first: a partner that knows the calls differ may already have closed the link.
-    if (!round.merged()) {
-      auto k = round.receive(pair);
+    if (!theirs.merged()) {
+      auto k = theirs.receive(pair);
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
-    if (!round.sent()) {
-      auto k = round.send(pair);
+    if (!ours.sent()) {
+      auto k = ours.send(pair);
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
-    if (round.sent() && sent < bytes && round.data_follows()) {
-      auto n = pair.send_some(buf + sent, bytes - sent);
-      if (!n.ok()) return round.unless_calls_differ(pair, n.status());
-      sent += *n;
-      moved |= *n > 0;
+    if (ours.sent() && sent < bytes && ours.data_follows()) {
+      auto k = pair.send_some(buf + sent, bytes - sent);
+      if (!k.ok()) return theirs.unless_calls_differ(pair, k.status());
+      sent += *k;
+      moved |= *k > 0;
     }
-    if (round.merged() && round.data_follows()) {
+    if (theirs.merged() && theirs.data_follows()) {
       // Never overwrite bytes that have not left yet.
       auto got = receive_into(pair, landing, sent - landing.accepted());
       if (!got.ok()) return got.status();
@@ -78,49 +80,6 @@ absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes,
     if (!n.ok()) return n.status();
     sent += *n;
     if (absl::Status s = waiter.after_pass(*n > 0, &pair); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-// An extra's whole part: our state and vector go to the partner while we listen for its
-// hand-back, whose result lands over our vector once all of it has left. On a mismatch the
-// partner drops our vector and hands back its verdict; we must hear that rather than wait
-// for ring or socket room that it will never make.
-absl::Status hand_over(transport::Pair& pair, std::byte* buf, size_t bytes, CallAgreement& known,
-                       int n, Waiter& waiter) {
-  AgreementRound out(known, n), back(known, n);
-  size_t sent = 0;
-  if (bytes <= AgreementRound::kCarryBytes && out.data_follows()) {
-    out.carry(buf, bytes);
-    sent = bytes;
-  }
-  Landing landing = Landing::copy(buf, bytes);
-  while (!out.sent() || !back.merged() ||
-         (back.data_follows() && (sent < bytes || !landing.done()))) {
-    bool moved = false;
-    // Hear first: a partner that knows the calls differ may already have closed the link.
-    if (!back.merged()) {
-      auto k = back.receive(pair);
-      if (!k.ok()) return k.status();
-      moved |= *k > 0;
-    }
-    if (!out.sent()) {
-      auto k = out.send(pair);
-      if (!k.ok()) return k.status();
-      moved |= *k > 0;
-    }
-    if (out.sent() && sent < bytes && out.data_follows()) {
-      auto k = pair.send_some(buf + sent, bytes - sent);
-      if (!k.ok()) return back.unless_calls_differ(pair, k.status());
-      sent += *k;
-      moved |= *k > 0;
-    }
-    if (back.merged() && back.data_follows() && sent == bytes) {
-      auto got = receive_into(pair, landing);
-      if (!got.ok()) return got.status();
-      moved |= *got > 0;
-    }
-    if (absl::Status s = waiter.after_pass(moved, &pair); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -160,7 +119,9 @@ absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const Collecti
   if (p >= pow2) {  // an extra: hand over the vector, get the result back
     auto partner = link(p - pow2);
     if (!partner.ok()) return partner.status();
-    return hand_over(**partner, args.recv, bytes, known, n, waiter);
+    AgreementRound handed(known, n), back(known, n);
+    return trade(**partner, args.recv, bytes, handed, back, Landing::copy(args.recv, bytes),
+                 waiter);
   }
   transport::Pair* extra = nullptr;
   if (p < n - pow2) {
@@ -176,8 +137,9 @@ absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const Collecti
     auto peer = link(p ^ mask);
     if (!peer.ok()) return peer.status();
     const Operands order = (p ^ mask) < p ? Operands::kIncomingFirst : Operands::kLocalFirst;
-    if (absl::Status s = exchange(**peer, args.recv, bytes, args, fn, order, known, n, waiter);
-        !s.ok()) {
+    const Landing reduced = Landing::reduce(args.recv, args.recv, bytes, fn, args.elem_bytes(), order);
+    AgreementRound round(known, n);
+    if (absl::Status s = trade(**peer, args.recv, bytes, round, round, reduced, waiter); !s.ok()) {
       return s;
     }
   }
