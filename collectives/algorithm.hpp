@@ -41,6 +41,7 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
 absl::Status allreduce_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status allreduce_push(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& args);

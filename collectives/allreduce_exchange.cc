@@ -3,7 +3,8 @@
 // The ring moves the same bytes in two passes (half reduced, then half copied back). Here
 // every byte that arrives is reduced at once, so over shm the single copy lands in a small
 // cache-resident buffer rather than in the output, and the output is written once, by the
-// reduction. The registry picks it for mid-size messages over shm (registry.cc).
+// reduction. The registry used to pick it for 64 KiB-1 MiB over shm; the push
+// (allreduce_push.cc) now takes those sizes, and the exchange runs when named.
 //
 // Both ranks put the input of ring position 0 first, so they compute the same bits even
 // where the order matters (max and min of +0 and -0, or of two NaNs).

@@ -54,6 +54,7 @@ void Landing::apply(const std::byte* in, size_t len) {
       fn_(to, mine, theirs, n / elem_);
     }
     if (block_ != nullptr) stream_bytes(dst_ + landed_ + done, block_, n);
+    if (echo_ != nullptr) echo_->echo(landed_ + done, to, n);
     done += n;
   }
   landed_ += len;

@@ -23,6 +23,15 @@ inline constexpr size_t kStreamBlockBytes = 32 << 10;
 /// (collectives/reduce_kernels.hpp).
 enum class Operands { kLocalFirst, kIncomingFirst };
 
+/// Where a reduce landing also hands each finished stretch of its result, while the stretch
+/// is still in the cache (the push allreduce writes it into the peer's output).
+class ResultEcho {
+ public:
+  virtual ~ResultEcho() = default;
+  /// `data` holds the result for bytes [offset, offset + len) of the landing's region.
+  virtual void echo(size_t offset, const std::byte* data, size_t len) = 0;
+};
+
 /// Where received bytes go. In copy mode dst[i] = incoming[i]; in reduce mode
 /// dst[i] = local[i] op incoming[i] (or incoming[i] op local[i]). Links split the stream
 /// anywhere, so a partial element waits in a small carry until its last byte arrives.
@@ -39,6 +48,8 @@ class Landing {
                                  ReduceFn fn, size_t elem_bytes, std::byte* block,
                                  Operands order = Operands::kLocalFirst);
   Landing() = default;
+  /// A reduce landing also hands every finished stretch of its result to `echo`.
+  void echo_to(ResultEcho* echo) { echo_ = echo; }
 
   /// The transport Sink: takes the next `len` bytes of the region.
   void accept(const std::byte* data, size_t len);
@@ -65,6 +76,7 @@ class Landing {
   size_t elem_ = 1;
   std::byte* block_ = nullptr;  // set: results are streamed out through it
   bool incoming_first_ = false;
+  ResultEcho* echo_ = nullptr;
   size_t landed_ = 0;
   std::byte carry_[8] = {};
   size_t carry_len_ = 0;

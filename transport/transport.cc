@@ -7,6 +7,11 @@
 
 namespace weft::transport {
 
+absl::Status Pair::write_to_peer(uint64_t, const std::byte*, size_t) {
+  return absl::UnimplementedError(absl::StrCat("the link to rank ", peer(),
+                                               " cannot write into the peer's memory"));
+}
+
 absl::StatusOr<size_t> Pair::recv_into(std::byte* dst, size_t max) {
   size_t got = 0;
   return recv_some(max, [&](const std::byte* data, size_t len) {

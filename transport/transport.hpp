@@ -60,6 +60,14 @@ class Pair {
   /// Transports override it where they can skip a copy; by default it is recv_some.
   virtual absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max);
 
+  /// Whether write_to_peer works on this link (shm, once this side has proven it may read the
+  /// peer's memory: the kernel allows writing it on the same terms).
+  virtual bool can_write_to_peer() const { return false; }
+  /// Copies `len` bytes straight into the peer's memory at `address`, an address the peer
+  /// sent for this purpose; done when it returns. The caller then tells the peer over the
+  /// link. Unimplemented where can_write_to_peer() is false.
+  virtual absl::Status write_to_peer(uint64_t address, const std::byte* data, size_t len);
+
   /// Ok while the peer may still make progress; an error once it is known to be gone
   /// (process exited, connection closed). Waits call it while they sleep.
   virtual absl::Status check_peer() = 0;

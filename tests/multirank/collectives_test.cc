@@ -17,9 +17,9 @@ using testing::g_world;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// Element counts of the sweep: 0, 1, 7, 1023, 100003 (a prime: 100-800 KiB, where two ranks
-// over shm run the exchange allreduce), 1 MiB + 3 elements and 64 MiB. For allgather
-// and reduce_scatter the 64 MiB case is the whole gathered buffer (count = 64 MiB / size per
+// Element counts of the sweep: 0, 1, 7, 1023, 100003 (a prime: 100-800 KiB, cache-resident
+// pushes at two ranks over shm), 1 MiB + 3 elements and 64 MiB. For allgather and
+// reduce_scatter the 64 MiB case is the whole gathered buffer (count = 64 MiB / size per
 // rank), which keeps CI inside its time budget at 5 ranks on 2 cores.
 std::vector<size_t> counts_for(DataType type, bool per_rank) {
   const size_t elem = size_of(type);
@@ -155,7 +155,7 @@ TEST(Collectives, BarrierRepeats) {
 // elsewhere.
 TEST(Collectives, EveryAllreduceAlgorithm) {
   const int rank = g_world->rank(), n = g_world->size();
-  for (const char* algorithm : {"ring", "recursive_doubling", "exchange"}) {
+  for (const char* algorithm : {"ring", "recursive_doubling", "exchange", "push"}) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{100003}, size_t{1000003}}) {
       for (bool in_place : {false, true}) {
         std::byte* recv = recv_buffer().data();
@@ -165,7 +165,7 @@ TEST(Collectives, EveryAllreduceAlgorithm) {
         o.algorithm = algorithm;
         absl::Status s = g_world->allreduce(send, recv, count, DataType::kInt32, o);
         const std::string what = describe(algorithm, DataType::kInt32, ReduceOp::kSum, count, in_place);
-        if (std::string(algorithm) == "exchange" && n != 2) {
+        if ((std::string(algorithm) == "exchange" || std::string(algorithm) == "push") && n != 2) {
           EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
           continue;
         }
@@ -196,8 +196,10 @@ TEST(Collectives, EveryRankHoldsTheSameBits) {
   for (const Format& f : kFormats) {
     const size_t elem = size_of(f.type);
     for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
-      for (const char* algorithm : {"ring", "recursive_doubling", "exchange"}) {
-        if (std::string(algorithm) == "exchange" && n != 2) continue;
+      for (const char* algorithm : {"ring", "recursive_doubling", "exchange", "push"}) {
+        if ((std::string(algorithm) == "exchange" || std::string(algorithm) == "push") && n != 2) {
+          continue;
+        }
         for (size_t count : {size_t{1}, size_t{3}, size_t{100003}}) {
           for (bool in_place : {false, true}) {
             std::byte* recv = recv_buffer().data();

@@ -39,10 +39,9 @@ TEST(Registry, AllreduceChoiceFollowsSizeRanksAndLinks) {
   constexpr auto kAr = CollectiveKind::kAllreduce;
   EXPECT_EQ(chosen(kAr, 8, 2, true), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, kSmall, 4, false), "recursive_doubling");
-  // Two ranks over shm, above the small size and up to 1 MiB: the exchange.
-  EXPECT_EQ(chosen(kAr, kSmall + 1, 2, true), "exchange");
-  EXPECT_EQ(chosen(kAr, kMiB, 2, true), "exchange");
-  EXPECT_EQ(chosen(kAr, kMiB + 1, 2, true), "ring");
+  // Two ranks over shm, above the small size: the push.
+  EXPECT_EQ(chosen(kAr, kSmall + 1, 2, true), "push");
+  EXPECT_EQ(chosen(kAr, 256 * kMiB, 2, true), "push");
   // Not over shm everywhere, or not two ranks: the ring.
   EXPECT_EQ(chosen(kAr, 256 << 10, 2, false), "ring");
   EXPECT_EQ(chosen(kAr, 256 << 10, 3, true), "ring");
@@ -78,7 +77,7 @@ TEST(Registry, ANameWinsAndOneThatCannotRunIsRefusedWithTheReason) {
 
   auto unknown = choose_algorithm(CollectiveKind::kAllreduce, "tree", 8, 2, kSmall, true);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  for (const char* known : {"ring", "recursive_doubling", "exchange"}) {
+  for (const char* known : {"ring", "recursive_doubling", "exchange", "push"}) {
     EXPECT_NE(unknown.status().message().find(known), std::string::npos) << unknown.status();
   }
 }

@@ -1,6 +1,7 @@
 #include "transport/shm/pair.hpp"
 
 #include <signal.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -74,6 +75,24 @@ absl::StatusOr<size_t> ShmPair::received(absl::StatusOr<size_t> got, size_t max)
   }
   stats_.bytes_received += n;
   return n;
+}
+
+absl::Status ShmPair::write_to_peer(uint64_t address, const std::byte* data, size_t len) {
+  if (!can_write_to_peer()) return Pair::write_to_peer(address, data, len);
+  while (len > 0) {
+    const iovec local{const_cast<std::byte*>(data), len};
+    const iovec remote{reinterpret_cast<void*>(address), len};
+    const ssize_t n = process_vm_writev(peer_pid_, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return peer_gone(absl::StrCat("process_vm_writev: ", std::strerror(n < 0 ? errno : EIO)).c_str());
+    }
+    stats_.bytes_sent += static_cast<size_t>(n);
+    data += n;
+    address += static_cast<uint64_t>(n);
+    len -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 PairStats ShmPair::stats() const {

@@ -20,6 +20,8 @@ class ShmPair : public Pair {
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) override;
   absl::Status check_peer() override;
+  bool can_write_to_peer() const override { return inbound_.reads_sender_memory(); }
+  absl::Status write_to_peer(uint64_t address, const std::byte* data, size_t len) override;
   PairStats stats() const override;
 
  private:

@@ -102,6 +102,8 @@ class Ring {
   /// Receiver: once the sender (process `sender_pid`) has published its probe word, tries to
   /// read it and, if that works, allows offers. Cheap after the first successful try.
   void probe_single_copy(int32_t sender_pid);
+  /// Receiver: whether the probe has proven that this process may read the sender's memory.
+  bool reads_sender_memory() const { return sender_pid_ != 0; }
   /// Whether a written cell is waiting to be read.
   bool readable() const;
   /// Sender: bytes the receiver has read straight from this process.
