@@ -39,12 +39,6 @@ absl::Status trade(transport::Pair& pair, std::byte* buf, size_t bytes, Agreemen
   while (!ours.sent() || !theirs.merged() ||
          (theirs.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
-    // Hear first: a partner that knows the calls differ may already have closed the link.
-    if (!theirs.merged()) {
-      auto k = theirs.receive(pair);
-      if (!k.ok()) return k.status();
-      moved |= *k > 0;
-    }
     if (!ours.sent()) {
       auto k = ours.send(pair);
       if (!k.ok()) return k.status();
@@ -54,6 +48,12 @@ absl::Status trade(transport::Pair& pair, std::byte* buf, size_t bytes, Agreemen
       auto k = pair.send_some(buf + sent, bytes - sent);
       if (!k.ok()) return theirs.unless_calls_differ(pair, k.status());
       sent += *k;
+      moved |= *k > 0;
+    }
+    // Ours leaves before we look for theirs: looking costs a cross-core cache miss (~0.1 us).
+    if (!theirs.merged()) {
+      auto k = theirs.receive(pair);
+      if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
     if (theirs.merged() && theirs.data_follows()) {

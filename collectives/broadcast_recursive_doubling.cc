@@ -41,12 +41,6 @@ absl::Status move_round(AgreementRound& ours, transport::Pair* to, const std::by
   while ((to != nullptr && !ours.sent()) || (from != nullptr && !theirs.merged()) ||
          (ours.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
-    // Hear first: a partner that knows the calls differ may already have closed the link.
-    if (from != nullptr && !theirs.merged()) {
-      auto k = theirs.receive(*from);
-      if (!k.ok()) return k.status();
-      moved |= *k > 0;
-    }
     if (to != nullptr && !ours.sent()) {
       auto k = ours.send(*to);
       if (!k.ok()) return k.status();
@@ -56,6 +50,12 @@ absl::Status move_round(AgreementRound& ours, transport::Pair* to, const std::by
       auto k = to->offer_some(out + sent, bytes - sent);
       if (!k.ok()) return from != nullptr ? theirs.unless_calls_differ(*from, k.status()) : k.status();
       sent += *k;
+      moved |= *k > 0;
+    }
+    // Ours leaves before we look for theirs: looking costs a cross-core cache miss (~0.1 us).
+    if (from != nullptr && !theirs.merged()) {
+      auto k = theirs.receive(*from);
+      if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
     if (from != nullptr && theirs.merged() && theirs.data_follows() && !landing.done()) {
