@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "collectives/collective.hpp"
 
 namespace weft {
@@ -36,6 +37,16 @@ const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name);
 absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::string_view name,
                                                   size_t bytes, int nranks,
                                                   size_t small_message_bytes, bool shm_only);
+
+/// The link to the other rank, for algorithms made for two ranks (choose_algorithm refuses
+/// them by name on other counts, so any other count here is a bug: Internal).
+inline absl::StatusOr<transport::Pair*> link_to_the_other_rank(const AlgoContext& ctx,
+                                                               Deadline deadline,
+                                                               const char* what) {
+  if (ctx.size != 2) return absl::InternalError(absl::StrCat(what, " run on ", ctx.size, " ranks"));
+  const Schedule& ring = *ctx.schedule;
+  return ctx.links->link(ring.rank_at(ring.position_of(ctx.rank) + 1), deadline);
+}
 
 // The algorithms, one file each.
 absl::Status allreduce_ring(const AlgoContext& ctx, const CollectiveArgs& args);

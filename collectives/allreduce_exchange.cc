@@ -16,13 +16,9 @@
 namespace weft {
 
 absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& args) {
-  if (ctx.size != 2) {  // choose_algorithm refuses it by name elsewhere
-    return absl::InternalError(absl::StrCat("allreduce (exchange) run on ", ctx.size, " ranks"));
-  }
-  const Schedule& ring = *ctx.schedule;
-  const int position = ring.position_of(ctx.rank);
-  auto peer = ctx.links->link(ring.rank_at(position + 1), args.deadline);
+  auto peer = link_to_the_other_rank(ctx, args.deadline, "allreduce (exchange)");
   if (!peer.ok()) return peer.status();
+  const int position = ctx.schedule->position_of(ctx.rank);
 
   const size_t bytes = args.count * args.elem_bytes();
   // In place, the output is the input the peer reads, so the peer may not read it from our

@@ -69,13 +69,9 @@ absl::Status swap_words(transport::Pair& pair, const void* out, void* in, size_t
 }  // namespace
 
 absl::Status allreduce_push(const AlgoContext& ctx, const CollectiveArgs& args) {
-  if (ctx.size != 2) {  // choose_algorithm refuses it by name elsewhere
-    return absl::InternalError(absl::StrCat("allreduce (push) run on ", ctx.size, " ranks"));
-  }
-  const Schedule& ring = *ctx.schedule;
-  const int position = ring.position_of(ctx.rank);
-  auto peer = ctx.links->link(ring.rank_at(position + 1), args.deadline);
+  auto peer = link_to_the_other_rank(ctx, args.deadline, "allreduce (push)");
   if (!peer.ok()) return peer.status();
+  const int position = ctx.schedule->position_of(ctx.rank);
   Waiter waiter("allreduce (push)", args.deadline);
 
   const PushHeader ours{reinterpret_cast<uint64_t>(args.recv), (*peer)->can_write_to_peer() ? 1u : 0u};
@@ -85,7 +81,7 @@ absl::Status allreduce_push(const AlgoContext& ctx, const CollectiveArgs& args) 
 
   const Segments segs = Segments::split(args.count, 2);
   const size_t elem = args.elem_bytes();
-  const int peer_rank = ring.rank_at(position + 1);
+  const int peer_rank = (*peer)->peer();
   const size_t mine = segs.offset(ctx.rank) * elem, my_bytes = segs.length(ctx.rank) * elem;
   const size_t yours = segs.offset(peer_rank) * elem, your_bytes = segs.length(peer_rank) * elem;
   // Streamed as the ring's landing is: past the caches only when far larger than them.
