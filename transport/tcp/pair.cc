@@ -18,9 +18,16 @@
 namespace weft::transport::tcp {
 namespace {
 
-// One recv_some call reads at most this much, so a fast link cannot starve the other links
-// a progress loop drives.
-constexpr size_t kMaxRecvPerCall = 4 * kStagingBytes;
+// A link carries both ways at once (every ring step sends and receives), and a socket call
+// holds the socket's lock while the kernel copies: packets the peer sends meanwhile wait in
+// the socket's backlog, and a receive queue left unread closes the peer's window. One long
+// send (a whole 128 MiB segment) thus runs the link half duplex. Short calls that alternate
+// with the other direction keep both busy: between two virtual-cluster hosts, 128 KiB sends
+// and 256 KiB receives took 2-rank allgather and allreduce from 1.4-2.1 GB/s to 2.0-4.1
+// (1 MiB-256 MiB; docs/PERFORMANCE.md), where iperf3 one way gives 2.2-2.4. The caps also
+// keep one fast link from starving the other links a progress loop drives.
+constexpr size_t kMaxSendPerCall = 128 << 10;
+constexpr size_t kMaxRecvPerCall = kStagingBytes;
 
 int get_int_option(int fd, int level, int name) {
   int value = 0;
@@ -90,6 +97,7 @@ absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
   if (!broken_.ok()) return broken_;
   if (!send_broken_.ok()) return send_broken_;
   if (len == 0) return size_t{0};
+  len = std::min(len, kMaxSendPerCall);
   if (rails_ > 1) return send_striped(data, len);
   const ssize_t n = ::send(fds_[0], data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n >= 0) {
