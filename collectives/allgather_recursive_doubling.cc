@@ -42,7 +42,7 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
     while (!round.sent() || !round.merged() || (round.data_follows() && (out < d || in < d))) {
       bool moved = false;
       if (!round.sent()) {
-        auto k = round.send(**pair);
+        auto k = round.send(**pair, block > 0);
         if (!k.ok()) return k.status();
         moved |= *k > 0;
       }

@@ -40,7 +40,7 @@ absl::Status trade(transport::Pair& pair, std::byte* buf, size_t bytes, Agreemen
          (theirs.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
     if (!ours.sent()) {
-      auto k = ours.send(pair);
+      auto k = ours.send(pair, sent < bytes);
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
@@ -73,7 +73,7 @@ absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes,
   AgreementRound round(known, n);
   const bool carried = bytes <= AgreementRound::kCarryBytes && round.data_follows();
   if (carried) round.carry(buf, bytes);
-  if (absl::Status s = state_round(&pair, nullptr, round, waiter); !s.ok()) return s;
+  if (absl::Status s = state_round(&pair, nullptr, round, waiter, !carried); !s.ok()) return s;
   if (carried || !round.data_follows()) return absl::OkStatus();
   for (size_t sent = 0; sent < bytes;) {
     auto n = pair.send_some(buf + sent, bytes - sent);

@@ -42,7 +42,7 @@ absl::Status move_round(AgreementRound& ours, transport::Pair* to, const std::by
          (ours.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
     if (to != nullptr && !ours.sent()) {
-      auto k = ours.send(*to);
+      auto k = ours.send(*to, sent < bytes);
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }

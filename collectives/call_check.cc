@@ -182,9 +182,10 @@ void AgreementRound::carry(const std::byte* data, size_t len) {
   out_len_ += std::min(len, kCarryBytes);
 }
 
-absl::StatusOr<size_t> AgreementRound::send(transport::Pair& pair) {
+absl::StatusOr<size_t> AgreementRound::send(transport::Pair& pair, bool data_next) {
   if (sent()) return size_t{0};
-  auto n = pair.send_some(out_ + sent_, out_len_ - sent_);
+  auto n = data_next && data_follows() ? pair.send_some_more(out_ + sent_, out_len_ - sent_)
+                                       : pair.send_some(out_ + sent_, out_len_ - sent_);
   if (n.ok()) sent_ += *n;
   return n;
 }
@@ -236,11 +237,11 @@ bool AgreementRound::agrees_with_ours() const {
 }
 
 absl::Status state_round(transport::Pair* to, transport::Pair* from, AgreementRound& round,
-                         Waiter& waiter) {
+                         Waiter& waiter, bool data_next) {
   while ((to != nullptr && !round.sent()) || (from != nullptr && !round.merged())) {
     bool moved = false;
     if (to != nullptr) {
-      auto k = round.send(*to);
+      auto k = round.send(*to, data_next);
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }

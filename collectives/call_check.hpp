@@ -98,7 +98,9 @@ class AgreementRound {
   void carry(const std::byte* data, size_t len);
 
   /// Move what is left of our state out / the partner's state in; return the bytes moved.
-  absl::StatusOr<size_t> send(transport::Pair& pair);
+  /// `data_next`: the caller sends this round's data right after, which may then share the
+  /// state's packet (Pair::send_some_more).
+  absl::StatusOr<size_t> send(transport::Pair& pair, bool data_next = false);
   absl::StatusOr<size_t> receive(transport::Pair& pair);
 
   bool sent() const { return sent_ == out_len_; }
@@ -125,8 +127,9 @@ class AgreementRound {
   bool merged_ = false;
 };
 
-/// Moves `round`'s state out over `to` and the partner's in over `from` (either may be null).
+/// Moves `round`'s state out over `to` and the partner's in over `from` (either may be null);
+/// `data_next` as for AgreementRound::send.
 absl::Status state_round(transport::Pair* to, transport::Pair* from, AgreementRound& round,
-                         Waiter& waiter);
+                         Waiter& waiter, bool data_next = false);
 
 }  // namespace weft

@@ -44,6 +44,15 @@ class Pair {
   /// is full). The bytes are copied or on the wire when this returns.
   virtual absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) = 0;
 
+  /// As send_some, for bytes the caller follows at once with more (a round's state, then
+  /// its data): a transport may hold them back a moment to put both on the wire together
+  /// (tcp: MSG_MORE, one packet instead of two, each of which costs the receiving host
+  /// microseconds). Held bytes leave with the next send, and without one soon after by
+  /// themselves (tcp: with the next acknowledgement, at the latest on the kernel's probe).
+  virtual absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) {
+    return send_some(data, len);
+  }
+
   /// As send_some, for bytes the peer only copies (it does not reduce them): a transport may
   /// then let the peer read a large send straight from `data` (shm's single copy) and count
   /// bytes as taken once the peer has read them. Until all are taken, the caller calls again

@@ -94,12 +94,22 @@ TcpPair::~TcpPair() {
 }
 
 absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
+  return send_flagged(data, len, 0);
+}
+
+// A striped link may carry the next bytes on another socket, where they could not release
+// this one's held bytes: it sends at once.
+absl::StatusOr<size_t> TcpPair::send_some_more(const std::byte* data, size_t len) {
+  return send_flagged(data, len, rails_ > 1 ? 0 : MSG_MORE);
+}
+
+absl::StatusOr<size_t> TcpPair::send_flagged(const std::byte* data, size_t len, int flags) {
   if (!broken_.ok()) return broken_;
   if (!send_broken_.ok()) return send_broken_;
   if (len == 0) return size_t{0};
   len = std::min(len, kMaxSendPerCall);
   if (rails_ > 1) return send_striped(data, len);
-  const ssize_t n = ::send(fds_[0], data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  const ssize_t n = ::send(fds_[0], data, len, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
   if (n >= 0) {
     bytes_sent_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     return static_cast<size_t>(n);

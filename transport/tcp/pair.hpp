@@ -67,6 +67,7 @@ class TcpPair : public Pair {
 
   int peer() const override { return peer_rank_; }
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) override;
   absl::Status check_peer() override;
@@ -87,6 +88,8 @@ class TcpPair : public Pair {
     std::atomic<uint64_t> received{0};
   };
 
+  /// send_some with extra send(2) flags.
+  absl::StatusOr<size_t> send_flagged(const std::byte* data, size_t len, int flags);
   absl::StatusOr<size_t> send_striped(const std::byte* data, size_t len);
   /// Up to `max` bytes, read into `dst` when it is not null, else through the staging
   /// buffer into `*sink`; on a striped link from the socket of each chunk in turn.
