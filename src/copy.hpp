@@ -1,16 +1,21 @@
 // The byte copy for the data path.
 //
 // glibc 2.36's memcpy copies 4 KiB to 1 MiB with `rep movsb` on CPUs that advertise fast
-// string moves (FSRM). On AMD Zen 3, which these machines are, that runs at under 3 GB/s
+// string moves (FSRM). On AMD Zen 3 (where weft was first measured) that runs at under 3 GB/s
 // instead of 40-90 GB/s whenever destination and source differ by 8 or 16 modulo 32 (see
 // glibc bug 30994). Ring positions and user offsets produce exactly such pairs, so a
 // collective would flip between fast and slow depending on where buffers happen to lie.
-// copy_bytes uses plain vector moves in that range and memcpy elsewhere.
+// copy_bytes uses plain vector moves in that range on those CPUs (AMD family 0x19: Zen 3
+// and Zen 4), and memcpy everywhere else.
 #pragma once
 
 #include <cstddef>
 
 namespace weft {
+
+/// Whether this CPU's `rep movsb` (memcpy's, and the kernel's for process_vm_readv) runs
+/// several times slower when destination and source are out of step modulo 64.
+bool rep_movsb_slow_out_of_step();
 
 /// Copies `n` bytes from `src` to `dst`; the ranges must not overlap.
 void copy_bytes(void* dst, const void* src, size_t n);

@@ -28,13 +28,14 @@ constexpr size_t kBulkStretch = 64 * 1024;
 constexpr size_t kOfferMax = size_t{1} << 29;
 constexpr size_t kOfferRead = 256 * 1024;
 
-// The kernel copies for process_vm_readv with `rep movsb`, which on these CPUs (AMD Zen 3)
+// The kernel copies for process_vm_readv with `rep movsb`, which on some CPUs (AMD Zen 3)
 // runs 4-5x slower (about 2.2 against 10.4 GB/s) unless source and destination lie at the
-// same offset modulo 64; see src/copy.hpp for the same trap in glibc. Offers whose
+// same offset modulo 64; see src/copy.hpp for the same trap in glibc. There, offers whose
 // destination is out of step go through the scratch buffer, placed in step.
 constexpr uint64_t kCopyStep = 64;
 bool in_step(const std::byte* dst, uint64_t address) {
-  return ((reinterpret_cast<uintptr_t>(dst) - address) & (kCopyStep - 1)) == 0;
+  return !rep_movsb_slow_out_of_step() ||
+         ((reinterpret_cast<uintptr_t>(dst) - address) & (kCopyStep - 1)) == 0;
 }
 
 absl::Status errno_error(const std::string& what, const std::string& name) {
