@@ -46,10 +46,12 @@ absl::Status warm_up(Timing& t, Communicator& comm, int warmup) {
   prepare(t.call, t.at, comm.rank(), comm.size());
   absl::Status s;
   for (int i = 0; i < warmup && s.ok(); ++i) s = t.library->run(t.call, t.at);
-  return s.ok() ? t.library->finish() : s;
+  if (s.ok()) s = t.library->finish();
+  return s.ok() ? t.library->settle() : s;
 }
 
-// A barrier, then `iters` calls timed together and added to t.us.
+// A barrier, then `iters` calls timed together and added to t.us; then, untimed, the library
+// settles (Peer::settle) before the next cell may use another.
 absl::Status time_calls(Timing& t, Communicator& comm, int iters) {
   absl::Status s = comm.barrier();
   const auto start = std::chrono::steady_clock::now();
@@ -57,7 +59,7 @@ absl::Status time_calls(Timing& t, Communicator& comm, int iters) {
   if (s.ok()) s = t.library->finish();
   const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
   t.us += took.count();
-  return s;
+  return s.ok() ? t.library->settle() : s;
 }
 
 // `check` calls, each on fresh inputs, counted for wrong elements into t.wrong.
@@ -68,6 +70,7 @@ absl::Status check_calls(Timing& t, Communicator& comm, const BenchOptions& o) {
     prepare(t.call, t.at, rank, n);
     s = t.library->run(t.call, t.at);
     if (s.ok()) s = t.library->finish();
+    if (s.ok()) s = t.library->settle();
     if (!s.ok()) break;
     std::byte* result = t.library->result(t.call, t.at, rank);
     const size_t elements = result_elements(t.call, n);

@@ -31,6 +31,12 @@ class Peer {
   /// Returns once every call made so far has completed: a no-op for host libraries, whose
   /// calls are synchronous; a stream synchronize for a GPU library.
   virtual absl::Status finish() { return absl::OkStatus(); }
+  /// Returns once no rank needs this one's help any more to complete the calls made so far,
+  /// so that the bench can move on to another library; untimed. A no-op for weft, whose
+  /// ranks return only once their part of a call is done. MPI progresses only inside MPI
+  /// calls: a rank back from MPI_Allreduce may still owe a peer the rest of a message, and
+  /// would never send it while it waits in weft's barrier for that very peer.
+  virtual absl::Status settle() { return absl::OkStatus(); }
 };
 
 /// weft itself, over `comm` (which must outlive the peer).

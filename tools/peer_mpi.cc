@@ -99,6 +99,12 @@ class MpiPeer : public Peer {
     return absl::OkStatus();
   }
 
+  absl::Status settle() override {
+    return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS
+               ? absl::OkStatus()
+               : absl::InternalError("MPI_Barrier failed after the timed MPI calls");
+  }
+
   std::byte* result(const Call& call, const Placement& at, int rank) const override {
     if (call.in_place && call.kind == CollectiveKind::kReduceScatter) return at.send;
     if (!call.in_place && call.kind == CollectiveKind::kBroadcast && rank == call.root) {
