@@ -23,11 +23,11 @@ namespace {
 // the socket's backlog, and a receive queue left unread closes the peer's window. One long
 // send (a whole 128 MiB segment) thus runs the link half duplex. Short calls that alternate
 // with the other direction keep both busy: between two virtual-cluster hosts, 128 KiB sends
-// and 256 KiB receives took 2-rank allgather and allreduce from 1.4-2.1 GB/s to 2.0-4.1
-// (1 MiB-256 MiB; docs/PERFORMANCE.md), where iperf3 one way gives 2.2-2.4. They cost 5-10%
-// on four such hosts, where four ranks share two cores and each extra call takes CPU from a
-// peer: a real host has cores of its own. The caps also keep one fast link from starving the
-// other links a progress loop drives.
+// and 256 KiB receives took 2-rank allgather and allreduce at 1-256 MiB from 1.4-2.1 GB/s to
+// 2.0-4.1 in alternating runs (2.0-3.7 in docs/PERFORMANCE.md), where iperf3 one way gives
+// 2.2-2.4. They cost 5-10% on four such hosts, where four ranks share two cores and each
+// extra call takes CPU from a peer: a real host has cores of its own. The caps also keep one
+// fast link from starving the other links a progress loop drives.
 constexpr size_t kMaxSendPerCall = 128 << 10;
 constexpr size_t kMaxRecvPerCall = kStagingBytes;
 
