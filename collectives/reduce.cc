@@ -35,8 +35,11 @@ bool use_avx2() {
 }
 
 const ReduceTable& table() {
-  const ReduceTable* avx2 = reduce_internal::avx2_table_if_usable();
-  return avx2 != nullptr ? *avx2 : reduce_internal::generic_table();
+  static const ReduceTable& chosen = []() -> const ReduceTable& {
+    const ReduceTable* avx2 = reduce_internal::avx2_table_if_usable();
+    return avx2 != nullptr ? *avx2 : reduce_internal::generic_table();
+  }();
+  return chosen;
 }
 
 }  // namespace

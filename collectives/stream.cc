@@ -128,7 +128,7 @@ absl::Status Waiter::after_pass(bool moved, transport::Pair* a, transport::Pair*
   }
   // Reading the clock costs ~70 ns here, more than the wait for a peer on another core: a
   // spinning waiter looks at it every 64 passes, a napping one every pass.
-  if ((backoff_.is_sleeping() || backoff_.rounds() % 64 == 0) && deadline_.expired()) {
+  if ((backoff_.is_sleeping() || backoff_.rounds() % 64 == 63) && deadline_.expired()) {
     return stalled(a, b);
   }
   backoff_.pause();

@@ -29,14 +29,15 @@ constexpr std::array<const char*, kNumReduceOps> kOps = {"sum", "prod", "max", "
 constexpr std::array<const char*, kNumCollectiveKinds> kKinds = {
     "allreduce", "allgather", "reduce_scatter", "broadcast", "barrier"};
 
-}  // namespace
-
-bool is_valid(DataType type) { return static_cast<int>(type) < kNumDataTypes; }
-bool is_valid(ReduceOp op) { return static_cast<int>(op) < kNumReduceOps; }
-
-size_t size_of(DataType type) {
-  return is_valid(type) ? kTypes[static_cast<int>(type)].bytes : 0;
+// size_of() lives in the header; the table must say the same.
+constexpr bool sizes_agree() {
+  for (const TypeRow& row : kTypes) {
+    if (size_of(row.type) != row.bytes) return false;
+  }
+  return true;
 }
+static_assert(sizes_agree(), "kTypes and size_of() disagree on an element size");
+}  // namespace
 
 const char* name_of(DataType type) {
   return is_valid(type) ? kTypes[static_cast<int>(type)].name : "invalid";

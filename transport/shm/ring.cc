@@ -38,6 +38,12 @@ bool in_step(const std::byte* dst, uint64_t address) {
          ((reinterpret_cast<uintptr_t>(dst) - address) & (kCopyStep - 1)) == 0;
 }
 
+// The usual cell, checked inline: check_cell() covers every other kind.
+bool plain_inline(uint64_t tag) {
+  const uint64_t kind_and_bytes = tag & (Cell::kBulk | Cell::kOffer | Cell::kBytesMask);
+  return kind_and_bytes != 0 && kind_and_bytes <= Cell::kInlineBytes;
+}
+
 absl::Status errno_error(const std::string& what, const std::string& name) {
   return absl::InternalError(absl::StrCat(what, " ", name, ": ", std::strerror(errno),
                                           " (is /dev/shm full? `weft cleanup` removes stale rings)"));
@@ -233,12 +239,22 @@ absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_o
     offer_resume_ = data;
     return 0;  // taken once read
   }
-  size_t written = 0;
   if (len <= kInlineLimit) {
-    while (written < len && cell_free()) {
+    // Room for the whole message is checked once: this is the path of every small call.
+    const uint64_t want = (len + Cell::kInlineBytes - 1) / Cell::kInlineBytes;
+    if (cells_done_ + want - peer_cells_ > header_->cells) {
+      peer_cells_ = header_->cells_read.load(std::memory_order_acquire);
+    }
+    const uint64_t cells = std::min(want, header_->cells - (cells_done_ - peer_cells_));
+    size_t written = 0;
+    for (uint64_t i = 0; i < cells; ++i) {
       const size_t n = std::min(Cell::kInlineBytes, len - written);
       Cell& cell = cells_[cells_done_ & cell_mask_];
-      std::memcpy(cell.payload, data + written, n);
+      if (n == Cell::kInlineBytes) {
+        std::memcpy(cell.payload, data + written, Cell::kInlineBytes);  // a fixed-size copy
+      } else {
+        std::memcpy(cell.payload, data + written, n);
+      }
       cell.tag.store(tag_for(cells_done_, 0, n), std::memory_order_release);
       ++cells_done_;
       written += n;
@@ -272,7 +288,7 @@ absl::StatusOr<size_t> Ring::consume(size_t max, Local local, Remote remote) {
     const size_t bytes = tag & Cell::kBytesMask;
     // Checked once per cell, when its first byte is taken: a stretch starts where bulk_done_
     // stands then.
-    if (cell_offset_ == 0) {
+    if (cell_offset_ == 0 && !plain_inline(tag)) {
       if (absl::Status s = check_cell(tag); !s.ok()) return s;
     }
     size_t take = std::min(bytes - cell_offset_, max - given);
@@ -335,14 +351,35 @@ absl::Status Ring::check_cell(uint64_t tag) const {
 }
 
 absl::StatusOr<size_t> Ring::read(size_t max, Sink sink) {
-  return consume(
-      max, [&](const std::byte* src, size_t n, size_t) { sink(src, n); },
+  // Cell-sized pieces reach the sink gathered: a sink call (a reduction, say) costs more than
+  // copying a cell, and a small message spans up to four cells. Larger pieces pass straight.
+  std::byte gathered[kInlineLimit];
+  size_t held = 0;
+  auto flush = [&] {
+    if (held > 0) sink(gathered, held);
+    held = 0;
+  };
+  auto got = consume(
+      max,
+      [&](const std::byte* src, size_t n, size_t) {
+        if (n > Cell::kInlineBytes) {
+          flush();
+          sink(src, n);
+          return;
+        }
+        if (held + n > sizeof gathered) flush();
+        std::memcpy(gathered + held, src, n);
+        held += n;
+      },
       [&](uint64_t address, size_t n, size_t) -> absl::StatusOr<size_t> {
+        flush();
         auto staged = stage_remote(address, n);
         if (!staged.ok()) return staged.status();
         sink(staged->first, staged->second);
         return staged->second;
       });
+  flush();  // also when consume failed: what it handed out was taken
+  return got;
 }
 
 absl::StatusOr<size_t> Ring::read_into(std::byte* dst, size_t max) {
