@@ -51,7 +51,7 @@ void Backoff::pause() {
   if (++rounds_ <= kSpinRounds) {
     if (!g_oversubscribed.load(std::memory_order_relaxed)) {
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+      if (rounds_ > kEagerRounds) __builtin_ia32_pause();
 #endif
       // A yield is a ~0.6 us system call on these VMs: rare enough to cost little, often
       // enough that a stray process sharing the core is not starved for long.

@@ -61,6 +61,7 @@ class Backoff {
 
  private:
   static constexpr uint64_t kSpinRounds = 4096;  // one ~30 ns pause each
+  static constexpr uint64_t kEagerRounds = 64;
   static constexpr uint64_t kYieldRounds = 64;
   uint64_t rounds_ = 0;
 };

@@ -246,19 +246,21 @@ absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_o
       peer_cells_ = header_->cells_read.load(std::memory_order_acquire);
     }
     const uint64_t cells = std::min(want, header_->cells - (cells_done_ - peer_cells_));
-    size_t written = 0;
-    for (uint64_t i = 0; i < cells; ++i) {
-      const size_t n = std::min(Cell::kInlineBytes, len - written);
-      Cell& cell = cells_[cells_done_ & cell_mask_];
+    // Last cell first: a reader that sees the first cell's tag then finds the others written
+    // (stores become visible in order), instead of polling lines the sender is still filling.
+    const size_t written = std::min<size_t>(len, cells * Cell::kInlineBytes);
+    for (uint64_t i = cells; i-- > 0;) {
+      const size_t at = i * Cell::kInlineBytes;
+      const size_t n = std::min(Cell::kInlineBytes, written - at);
+      Cell& cell = cells_[(cells_done_ + i) & cell_mask_];
       if (n == Cell::kInlineBytes) {
-        std::memcpy(cell.payload, data + written, Cell::kInlineBytes);  // a fixed-size copy
+        std::memcpy(cell.payload, data + at, Cell::kInlineBytes);  // a fixed-size copy
       } else {
-        std::memcpy(cell.payload, data + written, n);
+        std::memcpy(cell.payload, data + at, n);
       }
-      cell.tag.store(tag_for(cells_done_, 0, n), std::memory_order_release);
-      ++cells_done_;
-      written += n;
+      cell.tag.store(tag_for(cells_done_ + i, 0, n), std::memory_order_release);
     }
+    cells_done_ += cells;
     return written;
   }
   if (!cell_free()) return 0;
