@@ -10,7 +10,8 @@
 //
 // The first exchange sends this rank's block straight from the caller's send buffer and
 // copies it into the output while waiting for the partner; later exchanges send it from there.
-// Each exchange starts with the call check's state, in band (collectives/call_check.hpp).
+// Each exchange starts with the call check's state, in band (collectives/call_check.hpp);
+// a group of blocks small enough rides in the state's own write.
 
 #include "collectives/algorithm.hpp"
 #include "collectives/call_check.hpp"
@@ -39,10 +40,18 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
     size_t sent = 0;
     Landing landing = Landing::copy(block_of(theirs), block);
     AgreementRound round(*ctx.agreement, n);
+    const size_t group = static_cast<size_t>(d) * block;
+    if (block > 0 && group <= AgreementRound::kCarryBytes) {
+      round.expect_carried(group);
+      if (round.data_follows()) {
+        for (int i = 0; i < d; ++i) round.carry(d == 1 ? args.send : block_of(mine + i), block);
+        out = d;
+      }
+    }
     while (!round.sent() || !round.merged() || (round.data_follows() && (out < d || in < d))) {
       bool moved = false;
       if (!round.sent()) {
-        auto k = round.send(**pair, block > 0);
+        auto k = round.send(**pair, block > 0 && out < d);
         if (!k.ok()) return k.status();
         moved |= *k > 0;
       }
@@ -61,7 +70,7 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
         moved |= *k > 0;
       }
       if (round.merged() && in < d && round.data_follows()) {
-        auto got = receive_into(**pair, landing);
+        auto got = round.receive_data(**pair, landing);
         if (!got.ok()) return got.status();
         moved |= *got > 0;
         if (landing.done() && ++in < d) landing = Landing::copy(block_of(theirs + in), block);

@@ -36,6 +36,7 @@ absl::Status trade(transport::Pair& pair, std::byte* buf, size_t bytes, Agreemen
     ours.carry(buf, bytes);  // copied: the landing may overwrite buf at once
     sent = bytes;
   }
+  if (bytes <= AgreementRound::kCarryBytes) theirs.expect_carried(bytes);
   while (!ours.sent() || !theirs.merged() ||
          (theirs.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
@@ -58,7 +59,7 @@ absl::Status trade(transport::Pair& pair, std::byte* buf, size_t bytes, Agreemen
     }
     if (theirs.merged() && theirs.data_follows()) {
       // Never overwrite bytes that have not left yet.
-      auto got = receive_into(pair, landing, sent - landing.accepted());
+      auto got = theirs.receive_data(pair, landing, sent - landing.accepted());
       if (!got.ok()) return got.status();
       moved |= *got > 0;
     }
@@ -88,9 +89,10 @@ absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes,
 absl::Status receive_all(transport::Pair& pair, Landing landing, CallAgreement& known, int n,
                          Waiter& waiter) {
   AgreementRound round(known, n);
+  if (landing.bytes() <= AgreementRound::kCarryBytes) round.expect_carried(landing.bytes());
   if (absl::Status s = state_round(nullptr, &pair, round, waiter); !s.ok()) return s;
   while (round.data_follows() && !landing.done()) {
-    auto got = receive_into(pair, landing);
+    auto got = round.receive_data(pair, landing);
     if (!got.ok()) return got.status();
     if (absl::Status s = waiter.after_pass(*got > 0, &pair); !s.ok()) return s;
   }

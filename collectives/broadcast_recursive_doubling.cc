@@ -38,6 +38,7 @@ absl::Status move_round(AgreementRound& ours, transport::Pair* to, const std::by
     }
   }
   Landing landing = Landing::copy(in, from != nullptr && in != nullptr ? bytes : 0);
+  if (landing.bytes() <= AgreementRound::kCarryBytes) theirs.expect_carried(landing.bytes());
   while ((to != nullptr && !ours.sent()) || (from != nullptr && !theirs.merged()) ||
          (ours.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;
@@ -59,7 +60,7 @@ absl::Status move_round(AgreementRound& ours, transport::Pair* to, const std::by
       moved |= *k > 0;
     }
     if (from != nullptr && theirs.merged() && theirs.data_follows() && !landing.done()) {
-      auto got = receive_into(*from, landing);
+      auto got = theirs.receive_data(*from, landing);
       if (!got.ok()) return got.status();
       moved |= *got > 0;
     }

@@ -178,8 +178,9 @@ AgreementRound::AgreementRound(CallAgreement& known, int nranks)
     : known_(known), nranks_(nranks), out_len_(known.encode(out_)) {}
 
 void AgreementRound::carry(const std::byte* data, size_t len) {
-  std::memcpy(out_ + out_len_, data, std::min(len, kCarryBytes));
-  out_len_ += std::min(len, kCarryBytes);
+  const size_t n = std::min(len, sizeof out_ - out_len_);
+  std::memcpy(out_ + out_len_, data, n);
+  out_len_ += n;
 }
 
 absl::StatusOr<size_t> AgreementRound::send(transport::Pair& pair, bool data_next) {
@@ -192,12 +193,18 @@ absl::StatusOr<size_t> AgreementRound::send(transport::Pair& pair, bool data_nex
 
 absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
   if (merged_) return size_t{0};
-  // Exactly the state: whatever follows it is the round's data, for the caller.
-  auto n = pair.recv_into(in_ + got_, in_len_ - got_);
+  // The state, and with its head the carried bytes we expect; once the head says the state
+  // is longer, exactly the rest of the state. What follows is the round's data, for the
+  // caller (land_carried() for what was read here).
+  const size_t want =
+      got_ < CallAgreement::kHeadBytes ? CallAgreement::kHeadBytes + expected_ : in_len_;
+  auto n = pair.recv_into(in_ + got_, want - got_);
   if (!n.ok()) return n;
+  const bool had_head = got_ >= CallAgreement::kHeadBytes;
   got_ += *n;
-  if (got_ == CallAgreement::kHeadBytes) in_len_ = CallAgreement::wire_bytes(in_);
-  if (got_ == in_len_ && agrees_with_ours()) {
+  if (!had_head && got_ >= CallAgreement::kHeadBytes) in_len_ = CallAgreement::wire_bytes(in_);
+  if (got_ < in_len_) return n;
+  if (agrees_with_ours()) {
     // The usual case, on every call: the partner's head is ours but for the reference rank.
     uint32_t rank = 0;
     std::memcpy(&rank, in_ + 4, sizeof rank);
@@ -207,16 +214,27 @@ absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
       return n;
     }
   }
-  if (got_ == in_len_) {
-    auto heard = CallAgreement::decode(in_, in_len_, nranks_);
-    if (!heard.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("call check from rank ", pair.peer(), ": ",
-                                                     heard.status().message()));
-    }
-    known_.merge(*heard);
-    merged_ = true;
+  auto heard = CallAgreement::decode(in_, in_len_, nranks_);
+  if (!heard.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("call check from rank ", pair.peer(), ": ",
+                                                   heard.status().message()));
   }
+  known_.merge(*heard);
+  merged_ = true;
   return n;
+}
+
+absl::StatusOr<size_t> AgreementRound::receive_data(transport::Pair& pair, Landing& landing,
+                                                    size_t max) {
+  if (!merged_ || !data_follows()) return size_t{0};
+  const size_t read_here = got_ - in_len_ - landed_;
+  const size_t n = std::min({read_here, landing.wanted(), max});
+  if (n > 0) landing.accept(in_ + in_len_ + landed_, n);
+  landed_ += n;
+  if (n < read_here) return n;  // the stream goes on after what is still here
+  auto got = receive_into(pair, landing, max - n);
+  if (!got.ok()) return got;
+  return n + *got;
 }
 
 absl::Status AgreementRound::unless_calls_differ(transport::Pair& pair, absl::Status error) {

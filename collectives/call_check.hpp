@@ -27,6 +27,7 @@
 // state and data share one 64-byte shared-memory cell.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -93,9 +94,20 @@ class AgreementRound {
 
   /// Up to this many bytes of the round's data can ride in the same send as the state.
   static constexpr size_t kCarryBytes = 192;
-  /// Appends a small payload (len <= kCarryBytes) to our state: both leave in one send, so a
-  /// small message costs the link one write. The payload is copied now.
+  /// Appends a small payload to our state (calls add up to at most kCarryBytes): both leave in
+  /// one send, so a small message costs the link one write. The payload is copied now.
   void carry(const std::byte* data, size_t len);
+
+  /// The partner carries `len` bytes (<= kCarryBytes) after its state when the calls agree,
+  /// as we would in its place: receive() then asks for them together with the state, so a
+  /// small message usually takes one read. Only for rounds after which the partner sends us
+  /// nothing more in this call: should the calls differ, whatever was read past the state is
+  /// dropped with the call.
+  void expect_carried(size_t len) { expected_ = std::min(len, kCarryBytes); }
+  /// The round's data, once merged() and data_follows(): up to `max` bytes into `landing`,
+  /// first those receive() read past the state, then on from `pair`. Returns how many.
+  absl::StatusOr<size_t> receive_data(transport::Pair& pair, Landing& landing,
+                                      size_t max = SIZE_MAX);
 
   /// Move what is left of our state out / the partner's state in; return the bytes moved.
   /// `data_next`: the caller sends this round's data right after, which may then share the
@@ -119,11 +131,13 @@ class AgreementRound {
   CallAgreement& known_;
   int nranks_;
   std::byte out_[CallAgreement::kWireBytes + kCarryBytes];
-  std::byte in_[CallAgreement::kWireBytes];
+  std::byte in_[CallAgreement::kWireBytes + kCarryBytes];
   size_t out_len_ = 0;
   size_t sent_ = 0;
   size_t got_ = 0;
   size_t in_len_ = CallAgreement::kHeadBytes;  // until the head says more follows
+  size_t expected_ = 0;                        // carried bytes asked for with the head
+  size_t landed_ = 0;                          // of those read past the state, handed on
   bool merged_ = false;
 };
 

@@ -248,6 +248,18 @@ const Mismatch kMismatches[] = {
        return c.allreduce(large.data(), large.data(), large.size(), DataType::kFloat32, o);
      },
      "float, max"},
+    // Small vectors ride with the state, and a partner reads its expected length with the
+    // head: here it gets more or fewer bytes than it asked for.
+    {"carried_count",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allreduce(b.data(), b.data(), odd ? 40 : 8, DataType::kFloat32);
+     },
+     "of 40 float"},
+    {"carried_against_sent",  // the odd rank's vector follows its state in writes of its own
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allreduce(b.data(), b.data(), odd ? kCount : 8, DataType::kFloat32);
+     },
+     "of 1000 float"},
     {"collective",
      [](Communicator& c, bool odd, std::vector<float>& b) {
        if (odd) return c.allgather(b.data(), b.data(), kCount, DataType::kFloat32);
