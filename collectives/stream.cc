@@ -77,7 +77,7 @@ void Landing::accept(const std::byte* data, size_t len) {
   }
   const size_t whole = len - len % elem_;
   if (whole > 0) apply(data, whole);
-  std::memcpy(carry_, data + whole, len - whole);
+  if (whole < len) std::memcpy(carry_, data + whole, len - whole);
   carry_len_ = len - whole;
 }
 

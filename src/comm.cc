@@ -141,19 +141,20 @@ std::vector<LinkStats> Comm::link_stats() const {
 }
 
 absl::Status Comm::validate(const CollectiveArgs& args) const {
-  const char* what = name_of(args.kind);
+  // Named for errors only: this runs on every call.
+  const auto what = [&] { return name_of(args.kind); };
   if (failed_.load(std::memory_order_acquire) || aborted_.load(std::memory_order_relaxed)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, " on rank ", rank_, ": this communicator failed earlier (",
+        what(), " on rank ", rank_, ": this communicator failed earlier (",
         async_error().message(), "); destroy it and create a new one"));
   }
   if (!is_valid(args.type)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": unknown data type ", static_cast<int>(args.type)));
+        absl::StrCat(what(), ": unknown data type ", static_cast<int>(args.type)));
   }
   if (!is_valid(args.op)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": unknown reduction op ", static_cast<int>(args.op)));
+        absl::StrCat(what(), ": unknown reduction op ", static_cast<int>(args.op)));
   }
   if (args.kind == CollectiveKind::kBroadcast && (args.root < 0 || args.root >= size_)) {
     return absl::InvalidArgumentError(
@@ -165,13 +166,13 @@ absl::Status Comm::validate(const CollectiveArgs& args) const {
   const size_t limit = std::numeric_limits<size_t>::max() / 2 / args.elem_bytes() /
                        (per_rank ? static_cast<size_t>(size_) : 1);
   if (args.count > limit) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": count ", args.count, " of ",
+    return absl::InvalidArgumentError(absl::StrCat(what(), ": count ", args.count, " of ",
                                                    name_of(args.type), " overflows a byte count"));
   }
   if (args.count > 0 && args.kind != CollectiveKind::kBarrier) {
     const bool needs_send = args.kind != CollectiveKind::kBroadcast || args.root == rank_;
     if (args.recv == nullptr || (needs_send && args.send == nullptr)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " on rank ", rank_, ": ",
+      return absl::InvalidArgumentError(absl::StrCat(what(), " on rank ", rank_, ": ",
                                                      args.recv == nullptr ? "recv" : "send",
                                                      " buffer is null but count is ", args.count));
     }

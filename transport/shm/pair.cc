@@ -45,13 +45,12 @@ absl::Status ShmPair::ring_failed(const absl::Status& s) {
 
 absl::StatusOr<size_t> ShmPair::sent(absl::StatusOr<size_t> written, size_t len) {
   if (!written.ok()) return ring_failed(written.status());
-  const size_t n = *written;
-  if (n == 0 && len > 0 &&
+  if (*written == 0 && len > 0 &&
       (outbound_.header().state.load(std::memory_order_acquire) & RingHeader::kReceiverClosed)) {
     return peer_gone("the peer closed the link");
   }
-  stats_.bytes_sent += n;
-  return n;
+  stats_.bytes_sent += *written;
+  return written;  // as it came: no new StatusOr on every small send
 }
 
 absl::StatusOr<size_t> ShmPair::recv_some(size_t max, Sink sink) {
@@ -66,15 +65,14 @@ absl::StatusOr<size_t> ShmPair::recv_into(std::byte* dst, size_t max) {
 
 absl::StatusOr<size_t> ShmPair::received(absl::StatusOr<size_t> got, size_t max) {
   if (!got.ok()) return ring_failed(got.status());
-  const size_t n = *got;
   // Data the peer wrote before closing is still delivered; only an empty, closed ring fails.
-  if (n == 0 && max > 0 &&
+  if (*got == 0 && max > 0 &&
       (inbound_.header().state.load(std::memory_order_acquire) & RingHeader::kSenderClosed) &&
       !inbound_.readable()) {
     return peer_gone("the peer closed the link");
   }
-  stats_.bytes_received += n;
-  return n;
+  stats_.bytes_received += *got;
+  return got;
 }
 
 absl::Status ShmPair::write_to_peer(uint64_t address, const std::byte* data, size_t len) {
