@@ -61,6 +61,8 @@ class Backoff {
 
  private:
   static constexpr uint64_t kSpinRounds = 4096;  // one ~30 ns pause each
+  // The first rounds look again at once: a pause is a fifth of a small call here, and a
+  // partner's answer is usually a line crossing (~0.1 us) away.
   static constexpr uint64_t kEagerRounds = 64;
   static constexpr uint64_t kYieldRounds = 64;
   uint64_t rounds_ = 0;
