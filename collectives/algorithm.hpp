@@ -58,6 +58,7 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
 absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status reduce_scatter_recursive_doubling(const AlgoContext& ctx,
                                                const CollectiveArgs& args);
+absl::Status reduce_scatter_recursive_halving(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status broadcast_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status barrier_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);

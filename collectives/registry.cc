@@ -37,6 +37,11 @@ const std::vector<Algorithm>& all_algorithms() {
        "messages",
        reduce_scatter_recursive_doubling, /*needs_power_of_two_ranks=*/false,
        /*carries_agreement=*/true},
+      {"recursive_halving", CollectiveKind::kReduceScatter,
+       "log2(N) exchanges, each sending the half of the partial sums the partner keeps; small "
+       "messages, power-of-two N",
+       reduce_scatter_recursive_halving, /*needs_power_of_two_ranks=*/true,
+       /*carries_agreement=*/true},
       {"chain", CollectiveKind::kBroadcast,
        "the root streams along the ring; each rank forwards bytes as they land", broadcast_chain},
       {"recursive_doubling", CollectiveKind::kBroadcast,
@@ -97,6 +102,8 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
       find_algorithm(CollectiveKind::kAllgather, "recursive_doubling");
   static const Algorithm* const small_reduce_scatter =
       find_algorithm(CollectiveKind::kReduceScatter, "recursive_doubling");
+  static const Algorithm* const halving_reduce_scatter =
+      find_algorithm(CollectiveKind::kReduceScatter, "recursive_halving");
   static const Algorithm* const small_broadcast =
       find_algorithm(CollectiveKind::kBroadcast, "recursive_doubling");
   static const std::vector<const Algorithm*> defaults = [] {
@@ -111,9 +118,10 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   if (kind == CollectiveKind::kAllgather && power_of_two && bytes <= small_message_bytes) {
     return small_allgather;
   }
-  // `bytes` is one rank's block here; the recursive doubling moves all N of them.
+  // `bytes` is one rank's block here; the recursive doubling moves all N of them, the
+  // halving (N-1) in all, and needs a power of two.
   if (kind == CollectiveKind::kReduceScatter && bytes * static_cast<size_t>(nranks) <= small_message_bytes) {
-    return small_reduce_scatter;
+    return power_of_two ? halving_reduce_scatter : small_reduce_scatter;
   }
   if (kind == CollectiveKind::kBroadcast && bytes <= small_message_bytes) return small_broadcast;
   if (const Algorithm* a = defaults[static_cast<int>(kind)]) return a;

@@ -288,13 +288,15 @@ TEST(Collectives, EveryBroadcastAlgorithm) {
 }
 
 // Every reduce_scatter algorithm forced by name gives exact results, in place and out of
-// place; 1000003 elements per rank do not fit the relay, so recursive doubling takes its
-// ring fallback there.
+// place; 1000003 elements per rank do not fit the relay, so recursive doubling and halving
+// take their ring fallback there (halving at two ranks needs no relay). The halving needs a
+// power-of-two rank count and is refused elsewhere, without failing the communicator.
 TEST(Collectives, EveryReduceScatterAlgorithm) {
   const int rank = g_world->rank(), n = g_world->size();
-  for (const char* algorithm : {"ring", "recursive_doubling"}) {
+  const bool power_of_two = (n & (n - 1)) == 0;
+  for (const char* algorithm : {"ring", "recursive_doubling", "recursive_halving"}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
-      for (size_t count : {size_t{1}, size_t{3}, size_t{1000003}}) {
+      for (size_t count : {size_t{1}, size_t{3}, size_t{1009}, size_t{1000003}}) {
         for (bool in_place : {false, true}) {
           std::byte* send = send_buffer().data();
           expected::fill(send, count * n, DataType::kFloat32, op, rank, 0);
@@ -306,6 +308,10 @@ TEST(Collectives, EveryReduceScatterAlgorithm) {
           absl::Status s = g_world->reduce_scatter(send, recv, count, DataType::kFloat32, o);
           const std::string what =
               std::string(algorithm) + " " + describe("reduce_scatter", DataType::kFloat32, op, count, in_place);
+          if (std::string(algorithm) == "recursive_halving" && !power_of_two) {
+            EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
+            continue;
+          }
           ASSERT_TRUE(s.ok()) << what << ": " << s;
           EXPECT_EQ(expected::count_wrong_reduced(recv, count, DataType::kFloat32, op, n, rank * count), 0u)
               << what;
@@ -313,6 +319,7 @@ TEST(Collectives, EveryReduceScatterAlgorithm) {
       }
     }
   }
+  ASSERT_TRUE(g_world->barrier().ok()) << "a refused algorithm must not fail the communicator";
 }
 
 // When WEFT_TRANSPORT forces a transport, every link must really use it.

@@ -260,6 +260,12 @@ const Mismatch kMismatches[] = {
        return c.allreduce(b.data(), b.data(), odd ? kCount : 8, DataType::kFloat32);
      },
      "of 1000 float"},
+    {"reduce_scatter_count",  // recursive halving at 4 ranks, doubling at 3; carried
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       static thread_local std::vector<float> out(16);
+       return c.reduce_scatter(b.data(), out.data(), odd ? 9 : 8, DataType::kFloat32);
+     },
+     "reduce_scatter of 9 float"},
     {"collective",
      [](Communicator& c, bool odd, std::vector<float>& b) {
        if (odd) return c.allgather(b.data(), b.data(), kCount, DataType::kFloat32);

@@ -53,7 +53,9 @@ TEST(Registry, OtherCollectivesChooseBySize) {
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4096, 3, true), "ring");  // needs a power of two
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, kMiB, 4, true), "ring");
   // reduce_scatter's bytes are one rank's block: recursive doubling moves all N of them.
-  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, kSmall / 4, 4, true), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, kSmall / 4, 4, true), "recursive_halving");
+  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 8, 2, true), "recursive_halving");
+  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, kSmall / 3, 3, true), "recursive_doubling");
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, kSmall / 4 + 1, 4, true), "ring");
   EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 8, 2, true), "recursive_doubling");
   EXPECT_EQ(chosen(CollectiveKind::kBroadcast, kSmall, 5, false), "recursive_doubling");
