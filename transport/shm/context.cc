@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "transport/shm/address.hpp"
 #include "transport/shm/pair.hpp"
+#include "transport/shm/single_copy.hpp"
 #include "transport/shm/stale.hpp"
 
 namespace weft::transport::shm {
@@ -59,16 +60,18 @@ class ShmTransport : public Transport {
   }
 
  private:
-  // Read when a link opens, after the communicator has counted ranks and cores. One copy
-  // beats two from a few KiB while every reader runs on a core of its own; when ranks
+  // Read when a link opens, after the communicator has counted ranks and cores. When ranks
   // outnumber cores an offer holds its sender until the reader is scheduled, whereas through
   // the ring the sender runs on, so nothing is offered: 4 ranks on 2 cores ran allgather,
   // allreduce and broadcast of 512 KiB-64 MiB 1.3-3x faster than with offers from 128 KiB.
-  // The numbers are WEFT_SHM_SINGLE_COPY_BYTES's "auto" (src/env.hpp).
+  // With a core per rank, offers from a few KiB where one read beats two copies on this
+  // machine (single_copy.hpp), none where it does not.
+  // This is WEFT_SHM_SINGLE_COPY_BYTES's "auto" (src/env.hpp).
   size_t single_copy_bytes() const {
-    constexpr size_t kOwnCores = 8 << 10, kSharedCores = 0;
+    constexpr size_t kOwnCores = 8 << 10;
     if (init_.single_copy_bytes.has_value()) return *init_.single_copy_bytes;
-    return Backoff::oversubscribed() ? kSharedCores : kOwnCores;
+    if (Backoff::oversubscribed()) return 0;
+    return single_copy_pays() ? kOwnCores : 0;
   }
 
   // The ring capacity must be a power of two: round the configured size down.
