@@ -15,7 +15,7 @@ namespace weft::transport::shm {
 namespace {
 
 constexpr size_t kBytes = size_t{1} << 20;
-constexpr int kTries = 5;
+constexpr int kTries = 8;
 
 using Clock = std::chrono::steady_clock;
 
@@ -41,7 +41,7 @@ bool measure() {
     two_copies = std::min(two_copies, copied - start);
     one_read = std::min(one_read, read - copied);
   }
-  return 3 * two_copies > 2 * one_read;
+  return one_read < two_copies;
 }
 
 }  // namespace
