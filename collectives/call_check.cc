@@ -195,7 +195,7 @@ absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
   if (merged_) return size_t{0};
   // The state, and with its head the carried bytes we expect; once the head says the state
   // is longer, exactly the rest of the state. What follows is the round's data, for the
-  // caller (land_carried() for what was read here).
+  // caller: receive_data() hands on what was read here first.
   const size_t want =
       got_ < CallAgreement::kHeadBytes ? CallAgreement::kHeadBytes + expected_ : in_len_;
   auto n = pair.recv_into(in_ + got_, want - got_);
