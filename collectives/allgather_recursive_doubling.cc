@@ -14,6 +14,7 @@
 // a group of blocks small enough rides in the state's own write.
 
 #include "collectives/algorithm.hpp"
+#include "collectives/block_trade.hpp"
 #include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
 
@@ -36,47 +37,17 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
     auto pair = ctx.links->link(ring.rank_at(p ^ d), args.deadline);
     if (!pair.ok()) return pair.status();
     const int mine = p & ~(d - 1), theirs = (p ^ d) & ~(d - 1);
-    int out = 0, in = 0;  // blocks of the group fully sent / received
-    size_t sent = 0;
-    Landing landing = Landing::copy(block_of(theirs), block);
+    auto ours = [&](size_t i) -> const std::byte* {
+      return d == 1 ? args.send : block_of(mine + static_cast<int>(i));
+    };
+    auto landing = [&](size_t i) {
+      return Landing::copy(block_of(theirs + static_cast<int>(i)), block);
+    };
     AgreementRound round(*ctx.agreement, n);
-    const size_t group = static_cast<size_t>(d) * block;
-    if (block > 0 && group <= AgreementRound::kCarryBytes) {
-      round.expect_carried(group);
-      if (round.data_follows()) {
-        for (int i = 0; i < d; ++i) round.carry(d == 1 ? args.send : block_of(mine + i), block);
-        out = d;
-      }
-    }
-    while (!round.sent() || !round.merged() || (round.data_follows() && (out < d || in < d))) {
-      bool moved = false;
-      if (!round.sent()) {
-        auto k = round.send(**pair, block > 0 && out < d);
-        if (!k.ok()) return k.status();
-        moved |= *k > 0;
-      }
-      if (round.sent() && out < d && round.data_follows()) {
-        const std::byte* from = d == 1 ? args.send : block_of(mine + out);
-        auto k = (*pair)->offer_some(from + sent, block - sent);
-        if (!k.ok()) return round.unless_calls_differ(**pair, k.status());
-        sent += *k;
-        moved |= *k > 0;
-        if (sent == block) out++, sent = 0;
-      }
-      // Ours leaves before we look for theirs: looking costs a cross-core cache miss (~0.1 us).
-      if (!round.merged()) {
-        auto k = round.receive(**pair);
-        if (!k.ok()) return k.status();
-        moved |= *k > 0;
-      }
-      if (round.merged() && in < d && round.data_follows()) {
-        auto got = round.receive_data(**pair, landing);
-        if (!got.ok()) return got.status();
-        moved |= *got > 0;
-        if (landing.done() && ++in < d) landing = Landing::copy(block_of(theirs + in), block);
-      }
-      if (!moved) moved = place_own.step();
-      if (absl::Status s = waiter.after_pass(moved, *pair); !s.ok()) return s;
+    if (absl::Status s = trade_blocks(**pair, round, static_cast<size_t>(d), block, ours, landing,
+                                      /*offer=*/true, &place_own, waiter);
+        !s.ok()) {
+      return s;
     }
     place_own.finish();
   }

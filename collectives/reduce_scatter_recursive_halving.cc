@@ -14,6 +14,7 @@
 // one before wrote to the relay, and the last writes the caller's output. Both partners of
 // an exchange put the lower position's operand first (Operands).
 #include "collectives/algorithm.hpp"
+#include "collectives/block_trade.hpp"
 #include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
 #include "src/copy.hpp"
@@ -55,51 +56,19 @@ absl::Status reduce_scatter_recursive_halving(const AlgoContext& ctx, const Coll
     };
     std::byte* const out = 2 * d == n ? args.recv : next;
     const Operands order = (p ^ d) < p ? Operands::kIncomingFirst : Operands::kLocalFirst;
-    auto landing_for = [&](size_t j) {
+    auto sent = [&](size_t j) { return live(2 * j + 1 - bit); };
+    auto reduced = [&](size_t j) {
       return Landing::reduce(out + j * block, live(2 * j + bit), block, fn, args.elem_bytes(),
                              order);
     };
+    // Through the ring (no offer), as recursive doubling sends: these are small messages, and
+    // on some machines an offer (a process_vm_readv by the partner) costs more than two
+    // copies below 64 KiB or so.
     AgreementRound round(*ctx.agreement, n);
-    size_t out_blocks = 0, in_blocks = 0, sent = 0;  // blocks fully sent / reduced
-    if (block > 0 && kept * block <= AgreementRound::kCarryBytes) {
-      round.expect_carried(kept * block);
-      if (round.data_follows()) {
-        for (size_t j = 0; j < kept; ++j) round.carry(live(2 * j + 1 - bit), block);
-        out_blocks = kept;
-      }
-    }
-    Landing landing = landing_for(0);
-    while (!round.sent() || !round.merged() ||
-           (round.data_follows() && (out_blocks < kept || in_blocks < kept))) {
-      bool moved = false;
-      if (!round.sent()) {
-        auto k = round.send(**pair, block > 0 && out_blocks < kept);
-        if (!k.ok()) return k.status();
-        moved |= *k > 0;
-      }
-      if (round.sent() && out_blocks < kept && round.data_follows()) {
-        // Through the ring, as recursive doubling sends: these are small messages, and an
-        // offer (a process_vm_readv by the partner) costs more than two copies below 64 KiB
-        // or so on some machines.
-        auto k = (*pair)->send_some(live(2 * out_blocks + 1 - bit) + sent, block - sent);
-        if (!k.ok()) return round.unless_calls_differ(**pair, k.status());
-        sent += *k;
-        moved |= *k > 0;
-        if (sent == block) out_blocks++, sent = 0;
-      }
-      // Ours leaves before we look for theirs: looking costs a cross-core cache miss (~0.1 us).
-      if (!round.merged()) {
-        auto k = round.receive(**pair);
-        if (!k.ok()) return k.status();
-        moved |= *k > 0;
-      }
-      if (round.merged() && in_blocks < kept && round.data_follows()) {
-        auto got = round.receive_data(**pair, landing);
-        if (!got.ok()) return got.status();
-        moved |= *got > 0;
-        if (landing.done() && ++in_blocks < kept) landing = landing_for(in_blocks);
-      }
-      if (absl::Status s = waiter.after_pass(moved, *pair); !s.ok()) return s;
+    if (absl::Status s = trade_blocks(**pair, round, kept, block, sent, reduced,
+                                      /*offer=*/false, /*idle=*/nullptr, waiter);
+        !s.ok()) {
+      return s;
     }
     sums = out;
     next = out + kept * block;
