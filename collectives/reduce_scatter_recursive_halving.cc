@@ -2,7 +2,8 @@
 // log2(N) exchanges, each moving half as much as the one before, so a rank sends
 // (N-1)/N of the vector in all, as in the ring, but in log2(N) steps instead of N-1.
 // Recursive doubling (reduce_scatter_recursive_doubling.cc) moves the whole vector at every
-// step; at two ranks this sends half of it, in the same write as the call check's state.
+// step; at two ranks this sends half of it, and up to AgreementRound::kCarryBytes of that
+// in the same write as the call check's state.
 //
 // The exchanges go in the call check's order, distance d = 1, 2, 4, ... on ring positions,
 // so the check rides in band. Before the exchange at distance d, position p holds partial
