@@ -37,7 +37,10 @@ absl::StatusOr<std::vector<std::string>> parse_forced_algorithms(const std::stri
 }  // namespace
 
 Comm::Comm(int rank, int size, Config config)
-    : rank_(rank), size_(size), config_(std::move(config)) {}
+    : rank_(rank),
+      size_(size),
+      config_(std::move(config)),
+      timeout_ns_(std::max<int64_t>(absl::ToInt64Nanoseconds(config_.timeout), 0)) {}
 
 Comm::~Comm() = default;
 
@@ -163,9 +166,11 @@ absl::Status Comm::validate(const CollectiveArgs& args) const {
   // Allgather and reduce_scatter touch size * count elements of one buffer.
   const bool per_rank = args.kind == CollectiveKind::kAllgather ||
                         args.kind == CollectiveKind::kReduceScatter;
-  const size_t limit = std::numeric_limits<size_t>::max() / 2 / args.elem_bytes() /
-                       (per_rank ? static_cast<size_t>(size_) : 1);
-  if (args.count > limit) {
+  // A multiplication that must not overflow, not a division: divisions cost ~15 cycles each.
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(args.count, args.elem_bytes() * (per_rank ? static_cast<size_t>(size_) : 1),
+                             &bytes) ||
+      bytes > std::numeric_limits<size_t>::max() / 2) {
     return absl::InvalidArgumentError(absl::StrCat(what(), ": count ", args.count, " of ",
                                                    name_of(args.type), " overflows a byte count"));
   }
@@ -182,16 +187,28 @@ absl::Status Comm::validate(const CollectiveArgs& args) const {
 
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
-  const std::string& name = options.algorithm.empty()
-                                ? forced_algorithm_[static_cast<int>(args.kind)]
-                                : options.algorithm;
   const size_t bytes = args.count * args.elem_bytes() *
                        (args.kind == CollectiveKind::kAllgather ? static_cast<size_t>(size_) : 1);
-  auto algorithm =
-      choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes, shm_only_);
-  if (!algorithm.ok()) return algorithm.status();
-  args.deadline = Deadline::after(options.timeout > absl::ZeroDuration() ? options.timeout
-                                                                          : config_.timeout)
+  // Without a per-call name the choice depends only on the kind and the size, and training
+  // jobs repeat both: the last choice per kind is kept.
+  LastChoice& last = last_choice_[static_cast<int>(args.kind)];
+  if (!options.algorithm.empty() || last.algorithm == nullptr || last.bytes != bytes) {
+    const std::string& name = options.algorithm.empty()
+                                  ? forced_algorithm_[static_cast<int>(args.kind)]
+                                  : options.algorithm;
+    auto algorithm =
+        choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes, shm_only_);
+    if (!algorithm.ok()) return algorithm.status();
+    if (!options.algorithm.empty()) return run_with(**algorithm, args, options);
+    last = LastChoice{bytes, *algorithm};
+  }
+  return run_with(*last.algorithm, args, options);
+}
+
+absl::Status Comm::run_with(const Algorithm& chosen, CollectiveArgs& args,
+                            const CallOptions& options) {
+  args.deadline = (options.timeout > absl::ZeroDuration() ? Deadline::after(options.timeout)
+                                                          : Deadline::after_ns(timeout_ns_))
                       .cancelled_by(&aborted_);
   AlgoContext ctx;
   ctx.rank = rank_;
@@ -203,7 +220,6 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   // Every call, even one with nothing to move, first agrees with the other ranks that they
   // make the same call: in band for the algorithms that move data in the check's pattern,
   // in rounds of its own before the others (collectives/call_check.hpp).
-  const Algorithm& chosen = **algorithm;
   CallAgreement known;
   known.reference_rank = static_cast<uint32_t>(rank_);
   known.reference = CallSignature::of(calls_++, args,

@@ -58,6 +58,8 @@ class Comm : public LinkProvider {
  private:
   Comm(int rank, int size, Config config);
   absl::Status validate(const CollectiveArgs& args) const;
+  /// run() once the algorithm is chosen.
+  absl::Status run_with(const Algorithm& chosen, CollectiveArgs& args, const CallOptions& options);
   /// Records `s` as what broke this communicator and closes every link.
   void fail(const absl::Status& s);
 
@@ -65,6 +67,12 @@ class Comm : public LinkProvider {
   int size_;
   Config config_;
   std::vector<std::string> forced_algorithm_;  // per CollectiveKind, from WEFT_ALGORITHM
+  struct LastChoice {
+    size_t bytes = 0;
+    const Algorithm* algorithm = nullptr;  // null: nothing chosen yet
+  };
+  LastChoice last_choice_[kNumCollectiveKinds];  // run()'s, without a per-call name
+  int64_t timeout_ns_ = 0;                       // config_.timeout, as every call needs it
   uint64_t job_id_ = 0;
   JobSecret secret_{};
   std::vector<std::unique_ptr<transport::Transport>> transports_;  // by preference

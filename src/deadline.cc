@@ -19,9 +19,12 @@ int64_t Deadline::now_ns() {
 }
 
 Deadline Deadline::after(absl::Duration d) {
+  return after_ns(std::max<int64_t>(absl::ToInt64Nanoseconds(d), 0));  // saturates for infinite
+}
+
+Deadline Deadline::after_ns(int64_t ns) {
   const int64_t now = now_ns();
-  const int64_t ns = absl::ToInt64Nanoseconds(d);  // saturates for infinite durations
-  return Deadline(ns >= INT64_MAX - now ? INT64_MAX : now + std::max<int64_t>(ns, 0));
+  return Deadline(ns >= INT64_MAX - now ? INT64_MAX : now + ns);
 }
 
 absl::Duration Deadline::remaining() const {

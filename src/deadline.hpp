@@ -19,6 +19,9 @@ namespace weft {
 class Deadline {
  public:
   static Deadline after(absl::Duration d);
+  /// The same, for a duration in nanoseconds (>= 0, INT64_MAX: never): the form a caller that
+  /// starts a deadline on every call keeps its timeout in.
+  static Deadline after_ns(int64_t ns);
   static Deadline never() { return Deadline(INT64_MAX); }
   /// The same deadline, also expired as soon as `*cancel` is true (Communicator::abort).
   Deadline cancelled_by(const std::atomic<bool>* cancel) const {

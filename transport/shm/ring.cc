@@ -386,7 +386,16 @@ absl::StatusOr<size_t> Ring::read(size_t max, Sink sink) {
 
 absl::StatusOr<size_t> Ring::read_into(std::byte* dst, size_t max) {
   return consume(
-      max, [&](const std::byte* src, size_t n, size_t at) { copy_bytes(dst + at, src, n); },
+      max,
+      [&](const std::byte* src, size_t n, size_t at) {
+        // A full cell is copied inline: a small message lands cell by cell, and a call per
+        // cell costs more than its bytes.
+        if (n == Cell::kInlineBytes) {
+          std::memcpy(dst + at, src, Cell::kInlineBytes);
+        } else {
+          copy_bytes(dst + at, src, n);
+        }
+      },
       [&](uint64_t address, size_t n, size_t at) -> absl::StatusOr<size_t> {
         if (in_step(dst + at, address)) return read_remote(dst + at, address, n);
         auto staged = stage_remote(address, n);
@@ -420,8 +429,8 @@ absl::StatusOr<size_t> Ring::read_remote(std::byte* dst, uint64_t address, size_
   return static_cast<size_t>(got);
 }
 
-void Ring::probe_single_copy(int32_t sender_pid) {
-  if (sender_pid_ != 0 || sender_pid <= 0) return;
+void Ring::try_probe(int32_t sender_pid) {
+  if (sender_pid <= 0) return;
   const uint64_t probe = header_->sender_probe.load(std::memory_order_acquire);
   if (probe == 0) return;
   uint64_t seen = 0;

@@ -100,8 +100,13 @@ class Ring {
   /// Receiver: copies up to `max` readable bytes to `dst`; returns the count.
   absl::StatusOr<size_t> read_into(std::byte* dst, size_t max);
   /// Receiver: once the sender (process `sender_pid`) has published its probe word, tries to
-  /// read it and, if that works, allows offers. Cheap after the first successful try.
-  void probe_single_copy(int32_t sender_pid);
+  /// read it and, if that works, allows offers. Inline, as it runs before every read: two
+  /// loads once the probe has worked, failed, or has nothing to try yet.
+  void probe_single_copy(int32_t sender_pid) {
+    if (sender_pid_ == 0 && header_->sender_probe.load(std::memory_order_relaxed) != 0) {
+      try_probe(sender_pid);
+    }
+  }
   /// Receiver: whether the probe has proven that this process may read the sender's memory.
   bool reads_sender_memory() const { return sender_pid_ != 0; }
   /// Whether a written cell is waiting to be read.
@@ -118,6 +123,7 @@ class Ring {
   void release();     // unmaps (and removes the name if nobody attached)
   bool cell_free();   // sender: whether the next cell may be written
   absl::Status check_cell(uint64_t tag) const;  // receiver: the tag is one a sender may write
+  void try_probe(int32_t sender_pid);           // receiver: probe_single_copy's slow path
   absl::StatusOr<size_t> collect_offer(const std::byte* data, size_t len);
   // Receiver: the loop under read() and read_into(). `local(src, n, at)` takes n bytes of the
   // ring; `remote(address, n, at)` copies up to n bytes of an offer and returns how many.
