@@ -165,8 +165,7 @@ absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t 
   return a;
 }
 
-absl::Status CallAgreement::verdict() const {
-  if (differing_rank == kNoRank) return absl::OkStatus();
+absl::Status CallAgreement::mismatch() const {
   return absl::InvalidArgumentError(absl::StrCat(
       "ranks disagree on the collective call: rank ", reference_rank, " made ",
       reference.describe(), ", but rank ", differing_rank, " made ", differing.describe(),

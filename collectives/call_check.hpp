@@ -78,7 +78,12 @@ struct CallAgreement {
   /// algorithm.
   static absl::StatusOr<CallAgreement> decode(const std::byte* in, size_t len, int nranks);
   /// OK when no rank differs; otherwise the InvalidArgument every rank returns.
-  absl::Status verdict() const;
+  absl::Status verdict() const {
+    return differing_rank == kNoRank ? absl::OkStatus() : mismatch();
+  }
+
+ private:
+  absl::Status mismatch() const;
 };
 
 /// Runs the agreement rounds on their own, merging into `known` (which starts as this rank's

@@ -199,13 +199,14 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
     auto algorithm =
         choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes, shm_only_);
     if (!algorithm.ok()) return algorithm.status();
-    if (!options.algorithm.empty()) return run_with(**algorithm, args, options);
-    last = LastChoice{bytes, *algorithm};
+    const auto index = static_cast<uint8_t>(*algorithm - all_algorithms().data());
+    if (!options.algorithm.empty()) return run_with(**algorithm, index, args, options);
+    last = LastChoice{bytes, *algorithm, index};
   }
-  return run_with(*last.algorithm, args, options);
+  return run_with(*last.algorithm, last.index, args, options);
 }
 
-absl::Status Comm::run_with(const Algorithm& chosen, CollectiveArgs& args,
+absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveArgs& args,
                             const CallOptions& options) {
   args.deadline = (options.timeout > absl::ZeroDuration() ? Deadline::after(options.timeout)
                                                           : Deadline::after_ns(timeout_ns_))
@@ -222,8 +223,7 @@ absl::Status Comm::run_with(const Algorithm& chosen, CollectiveArgs& args,
   // in rounds of its own before the others (collectives/call_check.hpp).
   CallAgreement known;
   known.reference_rank = static_cast<uint32_t>(rank_);
-  known.reference = CallSignature::of(calls_++, args,
-                                      static_cast<uint8_t>(&chosen - all_algorithms().data()));
+  known.reference = CallSignature::of(calls_++, args, index);
   const bool moves_data = args.count > 0 || args.kind == CollectiveKind::kBarrier;
   absl::Status s;
   if (chosen.carries_agreement && moves_data) {

@@ -58,8 +58,9 @@ class Comm : public LinkProvider {
  private:
   Comm(int rank, int size, Config config);
   absl::Status validate(const CollectiveArgs& args) const;
-  /// run() once the algorithm is chosen.
-  absl::Status run_with(const Algorithm& chosen, CollectiveArgs& args, const CallOptions& options);
+  /// run() once the algorithm is chosen; `index`: its place in all_algorithms().
+  absl::Status run_with(const Algorithm& chosen, uint8_t index, CollectiveArgs& args,
+                        const CallOptions& options);
   /// Records `s` as what broke this communicator and closes every link.
   void fail(const absl::Status& s);
 
@@ -70,6 +71,7 @@ class Comm : public LinkProvider {
   struct LastChoice {
     size_t bytes = 0;
     const Algorithm* algorithm = nullptr;  // null: nothing chosen yet
+    uint8_t index = 0;                     // in all_algorithms(), for the call check
   };
   LastChoice last_choice_[kNumCollectiveKinds];  // run()'s, without a per-call name
   int64_t timeout_ns_ = 0;                       // config_.timeout, as every call needs it

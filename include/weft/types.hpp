@@ -35,11 +35,16 @@ inline constexpr int kNumCollectiveKinds = 5;
 /// True when `type` is one of the enumerators (guards values that came through the C API).
 constexpr bool is_valid(DataType type) { return static_cast<int>(type) < kNumDataTypes; }
 constexpr bool is_valid(ReduceOp op) { return static_cast<int>(op) < kNumReduceOps; }
+namespace detail {
+// At namespace scope: a table local to size_of() is built on the stack at every call
+// (callgrind: ~30 instructions per collective call).
+inline constexpr size_t kElementBytes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+}  // namespace detail
+
 /// Bytes per element; 0 for a value outside the enum. Inline: every call asks it several
 /// times, and a small call takes ~150 ns.
 constexpr size_t size_of(DataType type) {
-  constexpr size_t kBytes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
-  return is_valid(type) ? kBytes[static_cast<int>(type)] : 0;
+  return is_valid(type) ? detail::kElementBytes[static_cast<int>(type)] : 0;
 }
 
 /// Short names (C strings: this Abseil's StrCat does not take std::string_view) as nccl-tests prints them: "float", "half", "bfloat16", "int8", ...
