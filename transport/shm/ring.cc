@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,22 +21,6 @@ constexpr uint64_t kCells = 1024;
 // of at most 64 KiB so the receiver can start on a large message before it is all written.
 constexpr size_t kInlineLimit = 4 * Cell::kInlineBytes;
 constexpr size_t kBulkStretch = 64 * 1024;
-// An offer covers at most this much of a send, and the receiver copies at most kOfferRead of
-// it per call so that it can forward or reduce what has landed while the rest is read.
-// Offers bound for a Sink go through a scratch buffer of kOfferRead bytes.
-constexpr size_t kOfferMax = size_t{1} << 29;
-constexpr size_t kOfferRead = 256 * 1024;
-
-// The kernel copies for process_vm_readv with `rep movsb`, which on some CPUs (AMD Zen 3)
-// runs 4-5x slower (about 2.2 against 10.4 GB/s) unless source and destination lie at the
-// same offset modulo 64; see src/copy.hpp for the same trap in glibc. There, offers whose
-// destination is out of step go through the scratch buffer, placed in step.
-constexpr uint64_t kCopyStep = 64;
-bool in_step(const std::byte* dst, uint64_t address) {
-  return !rep_movsb_slow_out_of_step() ||
-         ((reinterpret_cast<uintptr_t>(dst) - address) & (kCopyStep - 1)) == 0;
-}
-
 // The usual cell, checked inline: check_cell() covers every other kind.
 bool plain_inline(uint64_t tag) {
   const uint64_t kind_and_bytes = tag & (Cell::kBulk | Cell::kOffer | Cell::kBytesMask);
@@ -204,24 +187,6 @@ bool Ring::cell_free() {
   if (cells_done_ - peer_cells_ < header_->cells) return true;
   peer_cells_ = header_->cells_read.load(std::memory_order_acquire);
   return cells_done_ - peer_cells_ < header_->cells;
-}
-
-void Ring::offer_single_copy(size_t single_copy_from) {
-  single_copy_from_ = single_copy_from;
-  header_->sender_probe.store(reinterpret_cast<uintptr_t>(&header_->magic),
-                              std::memory_order_release);
-}
-
-absl::StatusOr<size_t> Ring::collect_offer(const std::byte* data, size_t len) {
-  if (data != offer_resume_) {
-    return absl::InternalError(
-        "a shm send resumed at another address while the peer was still reading the last one");
-  }
-  const uint64_t read = header_->offer_read.load(std::memory_order_acquire);
-  const size_t n = std::min<uint64_t>(read - offer_taken_, len);
-  offer_taken_ += n;
-  offer_resume_ += n;
-  return n;
 }
 
 absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_offer) {
@@ -403,49 +368,6 @@ absl::StatusOr<size_t> Ring::read_into(std::byte* dst, size_t max) {
         copy_bytes(dst + at, staged->first, staged->second);
         return staged->second;
       });
-}
-
-absl::StatusOr<std::pair<const std::byte*, size_t>> Ring::stage_remote(uint64_t address,
-                                                                       size_t n) {
-  std::byte* at = scratch_.get() + (address & (kCopyStep - 1));
-  auto got = read_remote(at, address, std::min(n, kOfferRead));
-  if (!got.ok()) return got.status();
-  return std::make_pair(static_cast<const std::byte*>(at), *got);
-}
-
-absl::StatusOr<size_t> Ring::read_remote(std::byte* dst, uint64_t address, size_t n) {
-  const iovec local{dst, n};
-  const iovec remote{reinterpret_cast<void*>(address), n};
-  const ssize_t got = process_vm_readv(sender_pid_, &local, 1, &remote, 1, 0);
-  if (got <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot read the sender's buffer (pid ", sender_pid_,
-                                               "): ", got == 0 ? "nothing read" : std::strerror(errno)));
-  }
-  // A sender that gave up may hand its buffer back to its caller at once: bytes read after it
-  // closed the ring might be anything, so they do not count.
-  if (header_->state.load(std::memory_order_acquire) & RingHeader::kSenderClosed) {
-    return absl::UnavailableError("the peer closed the link while its buffer was being read");
-  }
-  return static_cast<size_t>(got);
-}
-
-void Ring::try_probe(int32_t sender_pid) {
-  if (sender_pid <= 0) return;
-  const uint64_t probe = header_->sender_probe.load(std::memory_order_acquire);
-  if (probe == 0) return;
-  uint64_t seen = 0;
-  const iovec local{&seen, sizeof seen};
-  const iovec remote{reinterpret_cast<void*>(probe), sizeof seen};
-  const uint64_t expected = uint64_t{header_->version} << 32 | header_->magic;
-  if (process_vm_readv(sender_pid, &local, 1, &remote, 1, 0) != sizeof seen || seen != expected) {
-    header_->sender_probe.store(0, std::memory_order_relaxed);  // not again
-    return;
-  }
-  scratch_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, kOfferRead + 4096)));
-  if (!scratch_) return;  // no memory: stay with copies through the ring
-  std::memset(scratch_.get(), 0, kOfferRead + 4096);  // fault it in now, not on the data path
-  sender_pid_ = sender_pid;
-  header_->state.fetch_or(RingHeader::kSingleCopy, std::memory_order_acq_rel);
 }
 
 bool Ring::readable() const {

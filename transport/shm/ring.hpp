@@ -12,7 +12,7 @@
 // sender's own buffer; the receiver copies straight from it with process_vm_readv (one copy
 // instead of two) and publishes how much it has read, which is when the sender's bytes
 // count as taken. The receiver first proves it may read the sender's memory (a probe read
-// of a known word) and only then lets the sender post offers.
+// of a known word) and only then lets the sender post offers. That side lives in ring_offer.cc.
 #pragma once
 
 #include <atomic>
@@ -118,6 +118,12 @@ class Ring {
   const std::string& name() const { return name_; }
 
  private:
+  // An offer covers at most this much of a send, and the receiver copies at most kOfferRead of
+  // it per call so that it can forward or reduce what has landed while the rest is read.
+  // Offers bound for a Sink go through a scratch buffer of kOfferRead bytes.
+  static constexpr size_t kOfferMax = size_t{1} << 29;
+  static constexpr size_t kOfferRead = 256 * 1024;
+
   Ring(std::string name, void* base, size_t mapped_bytes);
   void map_layout();  // sets cells_, bulk_ and the masks from the header
   void release();     // unmaps (and removes the name if nobody attached)
@@ -130,6 +136,8 @@ class Ring {
   template <typename Local, typename Remote>
   absl::StatusOr<size_t> consume(size_t max, Local local, Remote remote);
   absl::StatusOr<size_t> read_remote(std::byte* dst, uint64_t address, size_t n);
+  // Whether a remote read into `dst` from `address` runs at full speed (ring_offer.cc).
+  static bool in_step(const std::byte* dst, uint64_t address);
   // Reads up to n bytes of an offer into scratch_, at the same offset modulo 64 as
   // `address`; returns where they landed and how many.
   absl::StatusOr<std::pair<const std::byte*, size_t>> stage_remote(uint64_t address, size_t n);
