@@ -167,9 +167,9 @@ absl::Status Comm::validate(const CollectiveArgs& args) const {
   const bool per_rank = args.kind == CollectiveKind::kAllgather ||
                         args.kind == CollectiveKind::kReduceScatter;
   // A multiplication that must not overflow, not a division: divisions cost ~15 cycles each.
+  const size_t unit = args.elem_bytes() * (per_rank ? static_cast<size_t>(size_) : 1);
   size_t bytes = 0;
-  if (__builtin_mul_overflow(args.count, args.elem_bytes() * (per_rank ? static_cast<size_t>(size_) : 1),
-                             &bytes) ||
+  if (__builtin_mul_overflow(args.count, unit, &bytes) ||
       bytes > std::numeric_limits<size_t>::max() / 2) {
     return absl::InvalidArgumentError(absl::StrCat(what(), ": count ", args.count, " of ",
                                                    name_of(args.type), " overflows a byte count"));
