@@ -14,9 +14,8 @@
 namespace weft {
 namespace {
 
-// Below this glibc copies with vector moves anyway; at and above the upper bound it leaves
+// Our loop runs from kLargeCopyFrom (copy.hpp) to this bound; at and above it glibc leaves
 // `rep movsb` for its non-temporal path, which is as fast as this loop.
-constexpr size_t kOwnLoopFrom = 2048;
 constexpr size_t kOwnLoopBelow = size_t{1} << 20;
 
 #if defined(__x86_64__)
@@ -108,7 +107,7 @@ size_t stream_copies_from() {
 
 void stream_bytes(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
-  if (n >= kOwnLoopFrom && have_avx2()) {
+  if (n >= kLargeCopyFrom && have_avx2()) {
     copy_avx2<true>(static_cast<char*>(dst), static_cast<const char*>(src), n);
     return;
   }
@@ -116,10 +115,9 @@ void stream_bytes(void* dst, const void* src, size_t n) {
   copy_bytes(dst, src, n);
 }
 
-void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n == 0) return;  // memcpy wants valid pointers even for nothing, and callers pass null
+void copy_large(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
-  if (n >= kOwnLoopFrom && n < kOwnLoopBelow && own_loop_beats_memcpy()) {
+  if (n < kOwnLoopBelow && own_loop_beats_memcpy()) {
     copy_avx2<false>(static_cast<char*>(dst), static_cast<const char*>(src), n);
     return;
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 namespace weft {
 
@@ -17,8 +18,22 @@ namespace weft {
 /// several times slower when destination and source are out of step modulo 64.
 bool rep_movsb_slow_out_of_step();
 
-/// Copies `n` bytes from `src` to `dst`; the ranges must not overlap.
-void copy_bytes(void* dst, const void* src, size_t n);
+/// Below this glibc's memcpy copies with vector moves anyway: no `rep movsb`.
+inline constexpr size_t kLargeCopyFrom = 2048;
+
+/// Copies `n` bytes (kLargeCopyFrom or more) from `src` to `dst`; the ranges must not overlap.
+void copy_large(void* dst, const void* src, size_t n);
+
+/// Copies `n` bytes from `src` to `dst`; the ranges must not overlap. Small copies, several
+/// on every small call, go to memcpy inline: out of line, saving the registers the large path
+/// needs cost ~20 instructions each.
+inline void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n >= kLargeCopyFrom) {
+    copy_large(dst, src, n);
+  } else if (n > 0) {  // memcpy wants valid pointers even for nothing; callers pass null
+    std::memcpy(dst, src, n);
+  }
+}
 
 /// As copy_bytes, but the destination bypasses the caches (non-temporal stores): for data
 /// far larger than the caches that nobody reads soon. Writing without first reading the
