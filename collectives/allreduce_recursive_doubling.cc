@@ -89,7 +89,9 @@ absl::Status send_all(transport::Pair& pair, const std::byte* buf, size_t bytes,
 absl::Status receive_all(transport::Pair& pair, Landing landing, CallAgreement& known, int n,
                          Waiter& waiter) {
   AgreementRound round(known, n);
-  if (landing.bytes() <= AgreementRound::kCarryBytes) round.expect_carried(landing.bytes());
+  if (landing.bytes() <= AgreementRound::kCarryBytes) {
+    round.expect_carried(landing.bytes(), landing.direct_destination());
+  }
   if (absl::Status s = state_round(nullptr, &pair, round, waiter); !s.ok()) return s;
   while (round.data_follows() && !landing.done()) {
     auto got = round.receive_data(pair, landing);

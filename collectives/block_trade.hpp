@@ -28,14 +28,15 @@ absl::Status trade_blocks(transport::Pair& pair, AgreementRound& round, size_t c
                           Waiter& waiter) {
   size_t out = 0, in = 0;  // blocks fully sent / landed
   size_t sent = 0;         // bytes of block `out` sent
+  Landing landing = theirs(0);
   if (block > 0 && count * block <= AgreementRound::kCarryBytes) {
-    round.expect_carried(count * block);
+    // One block is read straight to where it lands; several, out of the round's buffer.
+    round.expect_carried(count * block, count == 1 ? landing.direct_destination() : nullptr);
     if (round.data_follows()) {
       for (size_t i = 0; i < count; ++i) round.carry(ours(i), block);
       out = count;
     }
   }
-  Landing landing = theirs(0);
   while (!round.sent() || !round.merged() ||
          (round.data_follows() && (out < count || in < count))) {
     bool moved = false;

@@ -38,7 +38,9 @@ absl::Status move_round(AgreementRound& ours, transport::Pair* to, const std::by
     }
   }
   Landing landing = Landing::copy(in, from != nullptr && in != nullptr ? bytes : 0);
-  if (landing.bytes() <= AgreementRound::kCarryBytes) theirs.expect_carried(landing.bytes());
+  if (landing.bytes() <= AgreementRound::kCarryBytes) {
+    theirs.expect_carried(landing.bytes(), landing.direct_destination());
+  }
   while ((to != nullptr && !ours.sent()) || (from != nullptr && !theirs.merged()) ||
          (ours.data_follows() && (sent < bytes || !landing.done()))) {
     bool moved = false;

@@ -195,13 +195,34 @@ absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
   // The state, and with its head the carried bytes we expect; once the head says the state
   // is longer, exactly the rest of the state. What follows is the round's data, for the
   // caller: receive_data() hands on what was read here first.
-  const size_t want =
-      got_ < CallAgreement::kHeadBytes ? CallAgreement::kHeadBytes + expected_ : in_len_;
-  auto n = pair.recv_into(in_ + got_, want - got_);
-  if (!n.ok()) return n;
   const bool had_head = got_ >= CallAgreement::kHeadBytes;
-  got_ += *n;
-  if (!had_head && got_ >= CallAgreement::kHeadBytes) in_len_ = CallAgreement::wire_bytes(in_);
+  absl::StatusOr<size_t> n;
+  if (got_ == 0 && carried_to_ != nullptr) {
+    // The head into in_, the carried bytes straight to their landing (2-rank allgather of
+    // 512 B: ~3% faster than a copy out of in_ afterwards).
+    n = pair.recv_scatter({in_, CallAgreement::kHeadBytes, carried_to_},
+                          CallAgreement::kHeadBytes + expected_);
+    if (!n.ok()) return n;
+    direct_ = *n > CallAgreement::kHeadBytes ? *n - CallAgreement::kHeadBytes : 0;
+    got_ = *n - direct_;
+  } else {
+    const size_t want =
+        got_ < CallAgreement::kHeadBytes ? CallAgreement::kHeadBytes + expected_ : in_len_;
+    n = pair.recv_into(in_ + got_, want - got_);
+    if (!n.ok()) return n;
+    got_ += *n;
+  }
+  if (!had_head && got_ >= CallAgreement::kHeadBytes) {
+    in_len_ = CallAgreement::wire_bytes(in_);
+    if (in_len_ > got_ && direct_ > 0) {
+      // The long state of a partner that knows of a mismatch, which then carries no data:
+      // what went to the landing is the rest of the state.
+      const size_t back = std::min(direct_, in_len_ - got_);
+      std::memcpy(in_ + got_, carried_to_, back);
+      got_ += back;
+      direct_ = 0;
+    }
+  }
   if (got_ < in_len_) return n;
   if (agrees_with_ours()) {
     // The usual case, on every call: the partner's head is ours but for the reference rank.
@@ -226,14 +247,20 @@ absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
 absl::StatusOr<size_t> AgreementRound::receive_data(transport::Pair& pair, Landing& landing,
                                                     size_t max) {
   if (!merged_ || !data_follows()) return size_t{0};
+  // Carried bytes read straight to the landing's destination (expect_carried), else those
+  // read past the state into in_; the landing is the one whose destination that was.
+  const size_t direct = std::min({direct_, landing.wanted(), max});
+  landing.landed_directly(direct);
+  direct_ -= direct;
+  if (direct_ > 0) return direct;
   const size_t read_here = got_ - in_len_ - landed_;
-  const size_t n = std::min({read_here, landing.wanted(), max});
+  const size_t n = std::min({read_here, landing.wanted(), max - direct});
   if (n > 0) landing.accept(in_ + in_len_ + landed_, n);
   landed_ += n;
-  if (n < read_here) return n;  // the stream goes on after what is still here
-  auto got = receive_into(pair, landing, max - n);
+  if (n < read_here) return direct + n;  // the stream goes on after what is still here
+  auto got = receive_into(pair, landing, max - direct - n);
   if (!got.ok()) return got;
-  return n + *got;
+  return direct + n + *got;
 }
 
 absl::Status AgreementRound::unless_calls_differ(transport::Pair& pair, absl::Status error) {

@@ -110,8 +110,13 @@ class AgreementRound {
   /// as we would in its place: receive() then asks for them together with the state, so a
   /// small message usually takes one read. Only for rounds after which the partner sends us
   /// nothing more in this call: should the calls differ, whatever was read past the state is
-  /// dropped with the call.
-  void expect_carried(size_t len) { expected_ = std::min(len, kCarryBytes); }
+  /// dropped with the call. `into`, when not null, is where those bytes belong in the end
+  /// (a plain copy's destination): they are read straight there rather than through this
+  /// round's buffer, so on a mismatch it holds the partner's bytes of a call that fails.
+  void expect_carried(size_t len, std::byte* into = nullptr) {
+    expected_ = std::min(len, kCarryBytes);
+    carried_to_ = expected_ > 0 ? into : nullptr;
+  }
   /// The round's data, once merged() and data_follows(): up to `max` bytes into `landing`,
   /// first those receive() read past the state, then on from `pair`. Returns how many.
   absl::StatusOr<size_t> receive_data(transport::Pair& pair, Landing& landing,
@@ -146,6 +151,8 @@ class AgreementRound {
   size_t in_len_ = CallAgreement::kHeadBytes;  // until the head says more follows
   size_t expected_ = 0;                        // carried bytes asked for with the head
   size_t landed_ = 0;                          // of those read past the state, handed on
+  std::byte* carried_to_ = nullptr;            // see expect_carried
+  size_t direct_ = 0;  // carried bytes read to carried_to_, not yet handed to the landing
   bool merged_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "transport/transport.hpp"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "src/copy.hpp"
 #include "transport/shm/context.hpp"
@@ -17,6 +19,19 @@ absl::StatusOr<size_t> Pair::recv_into(std::byte* dst, size_t max) {
   return recv_some(max, [&](const std::byte* data, size_t len) {
     copy_bytes(dst + got, data, len);
     got += len;
+  });
+}
+
+absl::StatusOr<size_t> Pair::recv_scatter(const Scatter& to, size_t max) {
+  size_t got = 0;
+  return recv_some(max, [&](const std::byte* data, size_t len) {
+    while (len > 0) {
+      const size_t n = std::min(len, to.run_from(got));
+      copy_bytes(to.at(got), data, n);
+      got += n;
+      data += n;
+      len -= n;
+    }
   });
 }
 

@@ -34,6 +34,18 @@ struct PairStats {
 /// during the call.
 using Sink = absl::FunctionRef<void(const std::byte* data, size_t len)>;
 
+/// Where received bytes go when a header and what follows it belong in different places:
+/// byte i of the stream at first + i below first_len, else at rest + (i - first_len).
+struct Scatter {
+  std::byte* first;
+  size_t first_len;
+  std::byte* rest;
+
+  std::byte* at(size_t i) const { return i < first_len ? first + i : rest + (i - first_len); }
+  /// How many bytes from byte i on lie contiguously at at(i).
+  size_t run_from(size_t i) const { return i < first_len ? first_len - i : SIZE_MAX - i; }
+};
+
 class Pair {
  public:
   virtual ~Pair() = default;
@@ -68,6 +80,9 @@ class Pair {
   /// Copies up to `max` received bytes to `dst` without blocking and returns the count.
   /// Transports override it where they can skip a copy; by default it is recv_some.
   virtual absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max);
+  /// As recv_into, into the two places `to` names: the call check's state and the data
+  /// carried behind it then take one read, each straight where it belongs.
+  virtual absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max);
 
   /// Whether write_to_peer works on this link (shm, once this side has proven it may read the
   /// peer's memory: the kernel allows writing it on the same terms).

@@ -6,6 +6,7 @@
 // cannot be made (not root). The shm-only tests at the end cover offers and corrupt cells;
 // tcp_transport_test.cc has what only a socket listener has (strangers), and
 // tcp_rails_test.cc tests rails on their own.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -262,6 +263,50 @@ TEST_P(TransportTest, BytesHeldForMoreArriveInOrder) {
   EXPECT_TRUE(got == sent) << "bytes arrived out of order or changed";
 }
 
+// recv_scatter puts a message's head and body in two places, however the bytes were sent
+// (head and body in one send, or the head held for a body that may be offered) and however
+// few of them each call may take.
+TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
+  Ranks r = make_ranks(GetParam(), 2);
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  const uint64_t seed = random_seed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 40; ++i) {
+    const size_t head = 1 + rng() % 52;
+    const size_t body = i % 8 == 7 ? (1 << 20) + rng() % 4096 : rng() % 2000;
+    const auto msg = make_message(seed + i, head + body);
+    std::vector<std::byte> got_head(head), got_body(body);
+    const Deadline deadline = Deadline::after(kTransferTimeout);
+    Backoff backoff;
+    size_t out = 0, in = 0;
+    while ((out < msg.size() || in < msg.size()) && !deadline.expired()) {
+      bool moved = false;
+      if (out < msg.size()) {
+        const std::byte* from = msg.data() + out;
+        auto n = i % 2 == 0   ? a->send_some(from, msg.size() - out)
+                 : out < head ? a->send_some_more(from, head - out)
+                              : a->offer_some(from, msg.size() - out);
+        ASSERT_TRUE(n.ok()) << n.status();
+        out += *n, moved |= *n > 0;
+      }
+      const size_t max = std::min<size_t>(msg.size() - in, 1 + rng() % 600);
+      const Scatter to = in < head ? Scatter{got_head.data() + in, head - in, got_body.data()}
+                                   : Scatter{got_body.data() + (in - head), body - (in - head), nullptr};
+      auto n = b->recv_scatter(to, max);
+      ASSERT_TRUE(n.ok()) << n.status();
+      ASSERT_LE(*n, max);
+      in += *n, moved |= *n > 0;
+      moved ? backoff.reset() : backoff.pause();
+    }
+    ASSERT_EQ(in, msg.size()) << "message " << i << " did not arrive in time";
+    EXPECT_TRUE(std::equal(got_head.begin(), got_head.end(), msg.begin())) << "head of " << i;
+    EXPECT_TRUE(std::equal(got_body.begin(), got_body.end(), msg.begin() + head)) << "body of " << i;
+  }
+}
+
 TEST_P(TransportTest, PeerGoneIsReportedNotHung) {
   for (bool whole_rank : {false, true}) {
     SCOPED_TRACE(whole_rank ? "transport destroyed" : "pair destroyed");
@@ -349,7 +394,7 @@ TEST(ShmTransport, CorruptCellsAreRefusedNotFollowed) {
     auto* cells = reinterpret_cast<shm::Cell*>(reinterpret_cast<std::byte*>(&sender->header()) + 4096);
     cells[0].tag.store(tag, std::memory_order_release);
     std::byte out[64];
-    auto got = receiver->read_into(out, sizeof out);
+    auto got = receiver->read_into(Scatter{out, sizeof out, nullptr}, sizeof out);
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << std::hex << tag;
     EXPECT_NE(got.status().message().find("corrupt"), absl::string_view::npos) << got.status();
   }

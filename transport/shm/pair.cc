@@ -60,7 +60,12 @@ absl::StatusOr<size_t> ShmPair::recv_some(size_t max, Sink sink) {
 
 absl::StatusOr<size_t> ShmPair::recv_into(std::byte* dst, size_t max) {
   inbound_.probe_single_copy(peer_pid_);
-  return received(inbound_.read_into(dst, max), max);
+  return received(inbound_.read_into(Scatter{dst, max, nullptr}, max), max);
+}
+
+absl::StatusOr<size_t> ShmPair::recv_scatter(const Scatter& to, size_t max) {
+  inbound_.probe_single_copy(peer_pid_);
+  return received(inbound_.read_into(to, max), max);
 }
 
 absl::StatusOr<size_t> ShmPair::received(absl::StatusOr<size_t> got, size_t max) {

@@ -349,23 +349,31 @@ absl::StatusOr<size_t> Ring::read(size_t max, Sink sink) {
   return got;
 }
 
-absl::StatusOr<size_t> Ring::read_into(std::byte* dst, size_t max) {
+absl::StatusOr<size_t> Ring::read_into(const Scatter& to, size_t max) {
   return consume(
       max,
       [&](const std::byte* src, size_t n, size_t at) {
+        if (n > to.run_from(at)) {  // the piece spans both places
+          const size_t first = to.run_from(at);
+          copy_bytes(to.at(at), src, first);
+          copy_bytes(to.rest, src + first, n - first);
+          return;
+        }
         // A full cell is copied inline: a small message lands cell by cell, and a call per
         // cell costs more than its bytes.
         if (n == Cell::kInlineBytes) {
-          std::memcpy(dst + at, src, Cell::kInlineBytes);
+          std::memcpy(to.at(at), src, Cell::kInlineBytes);
         } else {
-          copy_bytes(dst + at, src, n);
+          copy_bytes(to.at(at), src, n);
         }
       },
       [&](uint64_t address, size_t n, size_t at) -> absl::StatusOr<size_t> {
-        if (in_step(dst + at, address)) return read_remote(dst + at, address, n);
+        n = std::min(n, to.run_from(at));  // one place per remote read
+        std::byte* dst = to.at(at);
+        if (in_step(dst, address)) return read_remote(dst, address, n);
         auto staged = stage_remote(address, n);
         if (!staged.ok()) return staged.status();
-        copy_bytes(dst + at, staged->first, staged->second);
+        copy_bytes(dst, staged->first, staged->second);
         return staged->second;
       });
 }

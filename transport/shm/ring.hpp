@@ -97,8 +97,8 @@ class Ring {
 
   /// Receiver: hands up to `max` readable bytes to `sink`; returns the count.
   absl::StatusOr<size_t> read(size_t max, Sink sink);
-  /// Receiver: copies up to `max` readable bytes to `dst`; returns the count.
-  absl::StatusOr<size_t> read_into(std::byte* dst, size_t max);
+  /// Receiver: copies up to `max` readable bytes to where `to` says; returns the count.
+  absl::StatusOr<size_t> read_into(const Scatter& to, size_t max);
   /// Receiver: once the sender (process `sender_pid`) has published its probe word, tries to
   /// read it and, if that works, allows offers. Inline, as it runs before every read: two
   /// loads once the probe has worked, failed, or has nothing to try yet.

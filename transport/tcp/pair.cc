@@ -146,13 +146,18 @@ absl::StatusOr<size_t> TcpPair::recv_some(size_t max, Sink sink) {
 }
 
 absl::StatusOr<size_t> TcpPair::recv_into(std::byte* dst, size_t max) {
-  return receive(max, dst, nullptr);
+  const Scatter to{dst, max, nullptr};
+  return receive(max, &to, nullptr);
+}
+
+absl::StatusOr<size_t> TcpPair::recv_scatter(const Scatter& to, size_t max) {
+  return receive(max, &to, nullptr);
 }
 
 // On a striped link the next stream byte is always on the socket of the chunk being read, so
 // an empty socket ends the call even when later chunks wait on other sockets: they stay in
 // those sockets' kernel buffers until their turn.
-absl::StatusOr<size_t> TcpPair::receive(size_t max, std::byte* dst, const Sink* sink) {
+absl::StatusOr<size_t> TcpPair::receive(size_t max, const Scatter* to, const Sink* sink) {
   if (!broken_.ok()) return broken_;
   max = std::min(max, kMaxRecvPerCall);
   const bool striped = rails_ > 1;
@@ -161,11 +166,23 @@ absl::StatusOr<size_t> TcpPair::receive(size_t max, std::byte* dst, const Sink* 
     const size_t rail = striped ? rail_at(recv_offset_) : 0;
     size_t want = max - handed;
     if (striped) want = std::min<size_t>(want, kStripeBytes - recv_offset_ % kStripeBytes);
-    if (dst == nullptr) want = std::min(want, kStagingBytes);
-    std::byte* into = dst != nullptr ? dst + handed : staging_.get();
-    const ssize_t n = ::recv(fds_[rail], into, want, MSG_DONTWAIT);
+    // One system call fills both places of a Scatter: a state and the data behind it.
+    iovec parts[2];
+    if (to != nullptr) {
+      const size_t first = std::min(want, to->run_from(handed));
+      parts[0] = {to->at(handed), first};
+      parts[1] = {to->rest, want - first};
+    } else {
+      want = std::min(want, kStagingBytes);
+      parts[0] = {staging_.get(), want};
+      parts[1] = {nullptr, 0};
+    }
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = parts[1].iov_len > 0 ? 2 : 1;
+    const ssize_t n = ::recvmsg(fds_[rail], &message, MSG_DONTWAIT);
     if (n > 0) {
-      if (dst == nullptr) (*sink)(staging_.get(), static_cast<size_t>(n));
+      if (to == nullptr) (*sink)(staging_.get(), static_cast<size_t>(n));
       handed += static_cast<size_t>(n);
       if (striped) {
         recv_offset_ += static_cast<uint64_t>(n);

@@ -70,6 +70,7 @@ class TcpPair : public Pair {
   absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) override;
+  absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
   PairStats stats() const override;
 
@@ -91,9 +92,9 @@ class TcpPair : public Pair {
   /// send_some with extra send(2) flags.
   absl::StatusOr<size_t> send_flagged(const std::byte* data, size_t len, int flags);
   absl::StatusOr<size_t> send_striped(const std::byte* data, size_t len);
-  /// Up to `max` bytes, read into `dst` when it is not null, else through the staging
-  /// buffer into `*sink`; on a striped link from the socket of each chunk in turn.
-  absl::StatusOr<size_t> receive(size_t max, std::byte* dst, const Sink* sink);
+  /// Up to `max` bytes, read to where `to` says when it is not null, else through the
+  /// staging buffer into `*sink`; on a striped link from the socket of each chunk in turn.
+  absl::StatusOr<size_t> receive(size_t max, const Scatter* to, const Sink* sink);
   /// The rail that carries the stream byte at `offset`.
   size_t rail_at(uint64_t offset) const { return (offset / kStripeBytes) % rails_; }
   /// Records the first fatal error; every later call returns it without touching a socket.
