@@ -26,6 +26,13 @@ bool plain_inline(uint64_t tag) {
   const uint64_t kind_and_bytes = tag & (Cell::kBulk | Cell::kOffer | Cell::kBytesMask);
   return kind_and_bytes != 0 && kind_and_bytes <= Cell::kInlineBytes;
 }
+// A bulk stretch that fits the ring from where the receiver stands (`at` of `capacity`),
+// checked inline too: a small message past four cells is one.
+bool plain_bulk(uint64_t tag, uint64_t at, uint64_t capacity) {
+  const uint64_t bytes = tag & Cell::kBytesMask;
+  return (tag & (Cell::kBulk | Cell::kOffer)) == Cell::kBulk && bytes != 0 &&
+         bytes <= kBulkStretch && at + bytes <= capacity;
+}
 
 absl::Status errno_error(const std::string& what, const std::string& name) {
   return absl::InternalError(absl::StrCat(what, " ", name, ": ", std::strerror(errno),
@@ -255,7 +262,8 @@ absl::StatusOr<size_t> Ring::consume(size_t max, Local local, Remote remote) {
     const size_t bytes = tag & Cell::kBytesMask;
     // Checked once per cell, when its first byte is taken: a stretch starts where bulk_done_
     // stands then.
-    if (cell_offset_ == 0 && !plain_inline(tag)) {
+    if (cell_offset_ == 0 && !plain_inline(tag) &&
+        !plain_bulk(tag, bulk_done_ & bulk_mask_, bulk_mask_ + 1)) {
       if (absl::Status s = check_cell(tag); !s.ok()) return s;
     }
     size_t take = std::min(bytes - cell_offset_, max - given);
