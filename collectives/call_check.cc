@@ -13,9 +13,11 @@
 namespace weft {
 namespace {
 
-constexpr uint16_t kMagic = 0x4357;  // "WC"
-constexpr uint8_t kVersion = 1;
-constexpr size_t kSignatureBytes = 20;
+constexpr uint8_t kMagic = 0x57;  // 'W'
+constexpr uint8_t kVersion = 2;
+constexpr uint8_t kDiffers = 1;  // in the version byte: a differing rank follows the head
+constexpr size_t kSignatureBytes = 18;
+constexpr size_t kSignatureAt = 6;  // after magic, version and reference rank
 
 // The wire is little-endian, as are the hosts weft runs on; this runs on every call, so
 // fields move with single loads and stores.
@@ -36,7 +38,7 @@ T get(const std::byte*& in) {
 }
 
 void put_signature(std::byte*& out, const CallSignature& s) {
-  put<uint32_t>(out, s.sequence);
+  put<uint16_t>(out, static_cast<uint16_t>(s.sequence));
   put<uint64_t>(out, s.count);
   put<uint8_t>(out, static_cast<uint8_t>(s.kind));
   put<uint8_t>(out, static_cast<uint8_t>(s.type));
@@ -45,9 +47,11 @@ void put_signature(std::byte*& out, const CallSignature& s) {
   put<uint32_t>(out, static_cast<uint32_t>(s.root));
 }
 
-CallSignature get_signature(const std::byte*& in) {
+// The sequence number nearest `near` whose low 16 bits came in.
+CallSignature get_signature(const std::byte*& in, uint32_t near) {
   CallSignature s;
-  s.sequence = get<uint32_t>(in);
+  const uint16_t low = get<uint16_t>(in);
+  s.sequence = near + static_cast<uint32_t>(static_cast<int16_t>(low - static_cast<uint16_t>(near)));
   s.count = get<uint64_t>(in);
   s.kind = static_cast<CollectiveKind>(get<uint8_t>(in));
   s.type = static_cast<DataType>(get<uint8_t>(in));
@@ -113,13 +117,10 @@ void CallAgreement::merge(const CallAgreement& other) {
   *this = merged;
 }
 
-constexpr uint8_t kDiffers = 1;  // flags: a differing rank follows the head
-
 size_t CallAgreement::encode(std::byte* out) const {
   const bool differs = differing_rank != kNoRank;
-  put<uint16_t>(out, kMagic);
-  put<uint8_t>(out, kVersion);
-  put<uint8_t>(out, differs ? kDiffers : 0);
+  put<uint8_t>(out, kMagic);
+  put<uint8_t>(out, static_cast<uint8_t>(kVersion << 1 | (differs ? kDiffers : 0)));
   put<uint32_t>(out, reference_rank);
   put_signature(out, reference);
   if (!differs) return kHeadBytes;
@@ -129,28 +130,30 @@ size_t CallAgreement::encode(std::byte* out) const {
 }
 
 size_t CallAgreement::wire_bytes(const std::byte* head) {
-  return std::to_integer<uint8_t>(head[3]) == kDiffers ? kWireBytes : kHeadBytes;
+  return (std::to_integer<uint8_t>(head[1]) & kDiffers) != 0 ? kWireBytes : kHeadBytes;
 }
 
-absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t len, int nranks) {
-  static_assert(kHeadBytes == 8 + kSignatureBytes && kWireBytes == kHeadBytes + 4 + kSignatureBytes);
+absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t len, int nranks,
+                                                    uint32_t near_sequence) {
+  static_assert(kHeadBytes == kSignatureAt + kSignatureBytes &&
+                kWireBytes == kHeadBytes + 4 + kSignatureBytes);
   if (len < kHeadBytes || len != wire_bytes(in)) {
     return absl::InvalidArgumentError(absl::StrCat("call check of ", len, " bytes"));
   }
-  const uint16_t magic = get<uint16_t>(in);
-  const uint8_t version = get<uint8_t>(in);
-  const uint8_t flags = get<uint8_t>(in);
-  if (magic != kMagic || version != kVersion || (flags & ~kDiffers) != 0) {
+  const uint8_t magic = get<uint8_t>(in);
+  const uint8_t version_and_flags = get<uint8_t>(in);
+  const int version = version_and_flags >> 1;
+  if (magic != kMagic || version != kVersion) {
     return absl::InvalidArgumentError(absl::StrCat(
         "call check with magic ", magic, " version ", version, ", not a weft ", kVersion,
         " call check: are all ranks running the same weft?"));
   }
   CallAgreement a;
   a.reference_rank = get<uint32_t>(in);
-  a.reference = get_signature(in);
-  if (flags & kDiffers) {
+  a.reference = get_signature(in, near_sequence);
+  if (version_and_flags & kDiffers) {
     a.differing_rank = get<uint32_t>(in);
-    a.differing = get_signature(in);
+    a.differing = get_signature(in, near_sequence);
     if (a.differing_rank == kNoRank) {
       return absl::InvalidArgumentError("malformed call check: a differing rank of none");
     }
@@ -227,14 +230,14 @@ absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
   if (agrees_with_ours()) {
     // The usual case, on every call: the partner's head is ours but for the reference rank.
     uint32_t rank = 0;
-    std::memcpy(&rank, in_ + 4, sizeof rank);
+    std::memcpy(&rank, in_ + 2, sizeof rank);
     if (rank < static_cast<uint32_t>(nranks_)) {
       known_.reference_rank = std::min(known_.reference_rank, rank);
       merged_ = true;
       return n;
     }
   }
-  auto heard = CallAgreement::decode(in_, in_len_, nranks_);
+  auto heard = CallAgreement::decode(in_, in_len_, nranks_, known_.reference.sequence);
   if (!heard.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("call check from rank ", pair.peer(), ": ",
                                                    heard.status().message()));
@@ -274,9 +277,8 @@ absl::Status AgreementRound::unless_calls_differ(transport::Pair& pair, absl::St
 bool AgreementRound::agrees_with_ours() const {
   // Both heads say "no differing rank" and carry the same signature, so the merge could only
   // lower the reference rank; the signature bytes are ours, hence well formed.
-  constexpr size_t kSignatureAt = 8;
   return in_len_ == CallAgreement::kHeadBytes && sent_ <= out_len_ &&
-         std::memcmp(in_, out_, 4) == 0 && std::to_integer<uint8_t>(out_[3]) == 0 &&
+         std::memcmp(in_, out_, 2) == 0 && (std::to_integer<uint8_t>(out_[1]) & kDiffers) == 0 &&
          std::memcmp(in_ + kSignatureAt, out_ + kSignatureAt, kSignatureBytes) == 0;
 }
 

@@ -18,13 +18,15 @@
 // one message, ranks that picked different algorithms still meet and agree. Once a round
 // shows a mismatch, both partners skip that round's data and the rest carry states only.
 //
-// Wire format (integers little-endian), 28 bytes while the ranks agree, 52 once they do not:
-//   u16 magic "WC"  u8 version  u8 flags (1: a differing rank follows)
-//   u32 reference rank  reference signature (20 bytes)
-//   [u32 differing rank  differing signature (20 bytes)]
-// A signature: u32 sequence number, u64 count, u8 collective, u8 type, u8 op, u8 algorithm
-// (registry index), i32 root (-1 unless broadcast). Small enough that an 8-byte allreduce's
-// state and data share one 64-byte shared-memory cell.
+// Wire format (integers little-endian), 24 bytes while the ranks agree, 46 once they do not:
+//   u8 magic 'W'  u8 version << 1 | 1 when a differing rank follows
+//   u32 reference rank  reference signature (18 bytes)
+//   [u32 differing rank  differing signature (18 bytes)]
+// A signature: u16 sequence number, u64 count, u8 collective, u8 type, u8 op, u8 algorithm
+// (registry index), i32 root (-1 unless broadcast). Only the sequence number's low 16 bits
+// travel: ranks are never more than a call apart, and the receiver restores the rest from
+// its own. Small enough that 32 bytes of data ride with the state in one 56-byte
+// shared-memory cell (2-rank allgather of 64 bytes, allreduce of 32).
 #pragma once
 
 #include <algorithm>
@@ -61,8 +63,8 @@ struct CallSignature {
 /// What one rank knows about the ranks it has heard from.
 struct CallAgreement {
   static constexpr uint32_t kNoRank = 0xffffffffu;
-  static constexpr size_t kHeadBytes = 28;  ///< all of it while no rank differs
-  static constexpr size_t kWireBytes = 52;  ///< the most it takes
+  static constexpr size_t kHeadBytes = 24;  ///< all of it while no rank differs
+  static constexpr size_t kWireBytes = 46;  ///< the most it takes
 
   uint32_t reference_rank = 0;
   CallSignature reference;
@@ -75,8 +77,9 @@ struct CallAgreement {
   /// How many bytes the message whose first kHeadBytes are `head` takes in all.
   static size_t wire_bytes(const std::byte* head);
   /// Bounds-checks everything: the length, ranks below `nranks`, known enumerators, a known
-  /// algorithm.
-  static absl::StatusOr<CallAgreement> decode(const std::byte* in, size_t len, int nranks);
+  /// algorithm. Sequence numbers are restored as the ones nearest `near_sequence` (ours).
+  static absl::StatusOr<CallAgreement> decode(const std::byte* in, size_t len, int nranks,
+                                              uint32_t near_sequence = 0);
   /// OK when no rank differs; otherwise the InvalidArgument every rank returns.
   absl::Status verdict() const {
     return differing_rank == kNoRank ? absl::OkStatus() : mismatch();
