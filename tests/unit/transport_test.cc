@@ -30,7 +30,17 @@ class TransportTest : public ::testing::TestWithParam<TransportCase> {
     rails_.emplace();
     if (!rails_->why_not().empty()) GTEST_SKIP() << "no rails for this test: " << rails_->why_not();
   }
+  /// Two ranks of this transport and the link between them: a_ is rank 0's end, b_ rank 1's.
+  /// Call with ASSERT_NO_FATAL_FAILURE.
+  void link_two_ranks() {
+    ranks_ = make_ranks(GetParam(), 2);
+    ASSERT_EQ(ranks_.transports.size(), 2u);
+    ASSERT_TRUE(connect_pair(ranks_, 0, 1, a_, b_));
+  }
+
   std::optional<weft::testing::RailNamespace> rails_;  // destroyed after the test body's ranks
+  Ranks ranks_;                                         // then the transports, after their links
+  std::unique_ptr<Pair> a_, b_;
 };
 
 /// tcp over the two rails of a RailNamespace: every link stripes over two sockets.
@@ -81,13 +91,10 @@ TEST_P(TransportTest, RandomSlicesAndReceiveLimits) {
   const uint64_t seed = random_seed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
-  Ranks r = make_ranks(GetParam(), 2);
-  ASSERT_EQ(r.transports.size(), 2u);
-  std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  ASSERT_NO_FATAL_FAILURE(link_two_ranks());
   for (int i = 0; i < 12; ++i) {
     const size_t a_bytes = rng() % (3 << 20), b_bytes = rng() % 5000;
-    exchange(*a, *b, a_bytes, i % 2 ? b_bytes : a_bytes, seed + 2 * i, /*random=*/true);
+    exchange(*a_, *b_, a_bytes, i % 2 ? b_bytes : a_bytes, seed + 2 * i, /*random=*/true);
   }
 }
 
@@ -97,26 +104,23 @@ TEST_P(TransportTest, OffersArriveWhicheverWayTheyAreReceived) {
   const uint64_t seed = random_seed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
-  Ranks r = make_ranks(GetParam(), 2);
-  ASSERT_EQ(r.transports.size(), 2u);
-  std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  ASSERT_NO_FATAL_FAILURE(link_two_ranks());
   // A receiver first checks that it may read its sender's memory; before that, offers are
   // plain copies.
-  exchange(*a, *b, 1, 1, seed, /*random=*/false);
-  exchange(*a, *b, (8 << 20) + 3, (5 << 20) + 1, seed + 1, /*random=*/false, Calls::kOffer);
+  exchange(*a_, *b_, 1, 1, seed, /*random=*/false);
+  exchange(*a_, *b_, (8 << 20) + 3, (5 << 20) + 1, seed + 1, /*random=*/false, Calls::kOffer);
   for (int i = 0; i < 12; ++i) {
     const size_t a_bytes = rng() % (3 << 20), b_bytes = rng() % (1 << 20);
-    exchange(*a, *b, a_bytes, b_bytes, seed + 2 * i + 2, /*random=*/true, Calls::kOffer);
+    exchange(*a_, *b_, a_bytes, b_bytes, seed + 2 * i + 2, /*random=*/true, Calls::kOffer);
   }
-  EXPECT_EQ(drain(*a), 0u);
-  EXPECT_EQ(drain(*b), 0u);
-  EXPECT_EQ(a->stats().errors + b->stats().errors, 0u);
+  EXPECT_EQ(drain(*a_), 0u);
+  EXPECT_EQ(drain(*b_), 0u);
+  EXPECT_EQ(a_->stats().errors + b_->stats().errors, 0u);
   if (std::string_view(GetParam().name) == "shm") {
-    EXPECT_GT(a->stats().bytes_sent_single_copy, uint64_t{8} << 20);
-    EXPECT_GT(b->stats().bytes_sent_single_copy, uint64_t{5} << 20);
+    EXPECT_GT(a_->stats().bytes_sent_single_copy, uint64_t{8} << 20);
+    EXPECT_GT(b_->stats().bytes_sent_single_copy, uint64_t{5} << 20);
   } else {
-    EXPECT_EQ(a->stats().bytes_sent_single_copy, 0u);
+    EXPECT_EQ(a_->stats().bytes_sent_single_copy, 0u);
   }
 }
 
@@ -225,10 +229,7 @@ TEST_P(TransportTest, ConnectRejectsItselfAndUnknownRanks) {
 // send_some_more may hold its bytes back for the send that follows (tcp: MSG_MORE). They
 // must still arrive when no send follows, and stay in order when one does.
 TEST_P(TransportTest, BytesHeldForMoreArriveInOrder) {
-  Ranks r = make_ranks(GetParam(), 2);
-  ASSERT_EQ(r.transports.size(), 2u);
-  std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  ASSERT_NO_FATAL_FAILURE(link_two_ranks());
   const uint64_t seed = random_seed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
@@ -244,12 +245,12 @@ TEST_P(TransportTest, BytesHeldForMoreArriveInOrder) {
     while ((out < msg.size() || got.size() < want) && !deadline.expired()) {
       bool moved = false;
       if (out < msg.size()) {
-        auto n = out < head ? a->send_some_more(msg.data() + out, head - out)
-                            : a->send_some(msg.data() + out, msg.size() - out);
+        auto n = out < head ? a_->send_some_more(msg.data() + out, head - out)
+                            : a_->send_some(msg.data() + out, msg.size() - out);
         ASSERT_TRUE(n.ok()) << n.status();
         out += *n, moved |= *n > 0;
       }
-      auto n = b->recv_some(want - got.size(), [&](const std::byte* d, size_t len) {
+      auto n = b_->recv_some(want - got.size(), [&](const std::byte* d, size_t len) {
         got.insert(got.end(), d, d + len);
       });
       ASSERT_TRUE(n.ok()) << n.status();
@@ -267,10 +268,7 @@ TEST_P(TransportTest, BytesHeldForMoreArriveInOrder) {
 // (head and body in one send, or the head held for a body that may be offered) and however
 // few of them each call may take.
 TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
-  Ranks r = make_ranks(GetParam(), 2);
-  ASSERT_EQ(r.transports.size(), 2u);
-  std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  ASSERT_NO_FATAL_FAILURE(link_two_ranks());
   const uint64_t seed = random_seed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
@@ -286,16 +284,16 @@ TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
       bool moved = false;
       if (out < msg.size()) {
         const std::byte* from = msg.data() + out;
-        auto n = i % 2 == 0   ? a->send_some(from, msg.size() - out)
-                 : out < head ? a->send_some_more(from, head - out)
-                              : a->offer_some(from, msg.size() - out);
+        auto n = i % 2 == 0   ? a_->send_some(from, msg.size() - out)
+                 : out < head ? a_->send_some_more(from, head - out)
+                              : a_->offer_some(from, msg.size() - out);
         ASSERT_TRUE(n.ok()) << n.status();
         out += *n, moved |= *n > 0;
       }
       const size_t max = std::min<size_t>(msg.size() - in, 1 + rng() % 600);
       const Scatter to = in < head ? Scatter{got_head.data() + in, head - in, got_body.data()}
                                    : Scatter{got_body.data() + (in - head), body - (in - head), nullptr};
-      auto n = b->recv_scatter(to, max);
+      auto n = b_->recv_scatter(to, max);
       ASSERT_TRUE(n.ok()) << n.status();
       ASSERT_LE(*n, max);
       in += *n, moved |= *n > 0;
