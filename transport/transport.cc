@@ -14,14 +14,6 @@ absl::Status Pair::write_to_peer(uint64_t, const std::byte*, size_t) {
                                                " cannot write into the peer's memory"));
 }
 
-absl::StatusOr<size_t> Pair::recv_into(std::byte* dst, size_t max) {
-  size_t got = 0;
-  return recv_some(max, [&](const std::byte* data, size_t len) {
-    copy_bytes(dst + got, data, len);
-    got += len;
-  });
-}
-
 absl::StatusOr<size_t> Pair::recv_scatter(const Scatter& to, size_t max) {
   size_t got = 0;
   return recv_some(max, [&](const std::byte* data, size_t len) {

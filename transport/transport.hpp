@@ -77,12 +77,15 @@ class Pair {
   /// calls) and returns how many it handed over.
   virtual absl::StatusOr<size_t> recv_some(size_t max, Sink sink) = 0;
 
-  /// Copies up to `max` received bytes to `dst` without blocking and returns the count.
-  /// Transports override it where they can skip a copy; by default it is recv_some.
-  virtual absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max);
-  /// As recv_into, into the two places `to` names: the call check's state and the data
-  /// carried behind it then take one read, each straight where it belongs.
+  /// Copies up to `max` received bytes to where `to` says without blocking and returns the
+  /// count: a call check's state and the data carried behind it take one read, each straight
+  /// where it belongs. Transports override it where they can skip a copy; by default it is
+  /// recv_some.
   virtual absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max);
+  /// recv_scatter into one place, `dst`.
+  absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) {
+    return recv_scatter(Scatter{dst, max, nullptr}, max);
+  }
 
   /// Whether write_to_peer works on this link (shm, once this side has proven it may read the
   /// peer's memory: the kernel allows writing it on the same terms).

@@ -58,11 +58,6 @@ absl::StatusOr<size_t> ShmPair::recv_some(size_t max, Sink sink) {
   return received(inbound_.read(max, sink), max);
 }
 
-absl::StatusOr<size_t> ShmPair::recv_into(std::byte* dst, size_t max) {
-  inbound_.probe_single_copy(peer_pid_);
-  return received(inbound_.read_into(Scatter{dst, max, nullptr}, max), max);
-}
-
 absl::StatusOr<size_t> ShmPair::recv_scatter(const Scatter& to, size_t max) {
   inbound_.probe_single_copy(peer_pid_);
   return received(inbound_.read_into(to, max), max);

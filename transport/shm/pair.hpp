@@ -18,7 +18,6 @@ class ShmPair : public Pair {
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
-  absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
   bool can_write_to_peer() const override { return inbound_.reads_sender_memory(); }

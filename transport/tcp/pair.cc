@@ -145,11 +145,6 @@ absl::StatusOr<size_t> TcpPair::recv_some(size_t max, Sink sink) {
   return receive(max, nullptr, &sink);
 }
 
-absl::StatusOr<size_t> TcpPair::recv_into(std::byte* dst, size_t max) {
-  const Scatter to{dst, max, nullptr};
-  return receive(max, &to, nullptr);
-}
-
 absl::StatusOr<size_t> TcpPair::recv_scatter(const Scatter& to, size_t max) {
   return receive(max, &to, nullptr);
 }

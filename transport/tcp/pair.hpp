@@ -1,8 +1,8 @@
 // One tcp link: one connected, non-blocking stream socket per rail the link runs over
 // (rails.hpp). Sends go straight from the caller's memory to the kernel. Receives land in a
 // staging buffer the pair allocates once (recv_some, for bytes the caller reduces), or
-// straight in the caller's memory (recv_into, for bytes it only copies: one copy less), so
-// nothing on the data path allocates or page-faults.
+// straight in the caller's memory (recv_scatter, for bytes it only copies: one copy less),
+// so nothing on the data path allocates or page-faults.
 //
 // Striping. With K sockets, the link's byte stream is cut by stream offset into chunks of
 // kStripeBytes, and chunk c travels on socket c % K. Both ends know K (the handshake agrees
@@ -69,7 +69,6 @@ class TcpPair : public Pair {
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
-  absl::StatusOr<size_t> recv_into(std::byte* dst, size_t max) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
   PairStats stats() const override;
