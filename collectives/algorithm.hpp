@@ -23,7 +23,15 @@ struct Algorithm {
   /// (AlgoContext::agreement); the others run the check's rounds first.
   bool carries_agreement = false;
   bool needs_two_ranks = false;  ///< refused by name on other rank counts
+  /// Sends the call check to every peer at once (CallAgreement::direct), so that ranks that
+  /// ran the rounds answer it off them (trade_states_off_the_rounds); on at most
+  /// kMostDirectRanks ranks, refused by name on more.
+  bool checks_every_rank = false;
 };
+
+/// The most ranks the direct exchange runs on: it keeps a round per peer on the stack (about
+/// 1 KiB each), and it was measured up to 16 ranks.
+inline constexpr int kMostDirectRanks = 16;
 
 /// Every algorithm, grouped by collective; the first of each collective is its default.
 const std::vector<Algorithm>& all_algorithms();
@@ -55,6 +63,7 @@ absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& ar
 absl::Status allreduce_push(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status allgather_direct(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status reduce_scatter_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status reduce_scatter_recursive_doubling(const AlgoContext& ctx,
                                                const CollectiveArgs& args);

@@ -14,8 +14,11 @@ namespace weft {
 namespace {
 
 constexpr uint8_t kMagic = 0x57;  // 'W'
-constexpr uint8_t kVersion = 2;
-constexpr uint8_t kDiffers = 1;  // in the version byte: a differing rank follows the head
+constexpr uint8_t kVersion = 3;
+// Flags, in the version byte's low bits.
+constexpr uint8_t kDiffers = 1;  // a differing rank follows the head
+constexpr uint8_t kDirect = 2;   // CallAgreement::direct
+constexpr int kFlagBits = 2;
 constexpr size_t kSignatureBytes = 18;
 constexpr size_t kSignatureAt = 6;  // after magic, version and reference rank
 
@@ -105,6 +108,7 @@ void CallAgreement::merge(const CallAgreement& other) {
   const CallAgreement* high = &other;
   if (high->reference_rank < low->reference_rank) std::swap(low, high);
   CallAgreement merged = *low;  // the lower reference is the reference of both
+  merged.direct = low->direct || high->direct;
   // The lowest rank of `high` that differs from the new reference: its own first differing
   // rank when the references agree, else its reference rank (the lowest of its ranks).
   uint32_t candidate = high->reference == low->reference ? high->differing_rank : high->reference_rank;
@@ -120,7 +124,8 @@ void CallAgreement::merge(const CallAgreement& other) {
 size_t CallAgreement::encode(std::byte* out) const {
   const bool differs = differing_rank != kNoRank;
   put<uint8_t>(out, kMagic);
-  put<uint8_t>(out, static_cast<uint8_t>(kVersion << 1 | (differs ? kDiffers : 0)));
+  put<uint8_t>(out, static_cast<uint8_t>(kVersion << kFlagBits | (differs ? kDiffers : 0) |
+                                         (direct ? kDirect : 0)));
   put<uint32_t>(out, reference_rank);
   put_signature(out, reference);
   if (!differs) return kHeadBytes;
@@ -142,13 +147,14 @@ absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t 
   }
   const uint8_t magic = get<uint8_t>(in);
   const uint8_t version_and_flags = get<uint8_t>(in);
-  const int version = version_and_flags >> 1;
+  const int version = version_and_flags >> kFlagBits;
   if (magic != kMagic || version != kVersion) {
     return absl::InvalidArgumentError(absl::StrCat(
         "call check with magic ", magic, " version ", version, ", not a weft ", kVersion,
         " call check: are all ranks running the same weft?"));
   }
   CallAgreement a;
+  a.direct = (version_and_flags & kDirect) != 0;
   a.reference_rank = get<uint32_t>(in);
   a.reference = get_signature(in, near_sequence);
   if (version_and_flags & kDiffers) {
@@ -276,9 +282,12 @@ absl::Status AgreementRound::unless_calls_differ(transport::Pair& pair, absl::St
 
 bool AgreementRound::agrees_with_ours() const {
   // Both heads say "no differing rank" and carry the same signature, so the merge could only
-  // lower the reference rank; the signature bytes are ours, hence well formed.
+  // lower the reference rank; the signature bytes are ours, hence well formed. Still no
+  // differing rank known means that every state merged since ours left (the direct
+  // exchange's other rounds) had our signature too, which is then still the reference.
   return in_len_ == CallAgreement::kHeadBytes && sent_ <= out_len_ &&
-         std::memcmp(in_, out_, 2) == 0 && (std::to_integer<uint8_t>(out_[1]) & kDiffers) == 0 &&
+         known_.differing_rank == CallAgreement::kNoRank && std::memcmp(in_, out_, 2) == 0 &&
+         (std::to_integer<uint8_t>(out_[1]) & kDiffers) == 0 &&
          std::memcmp(in_ + kSignatureAt, out_ + kSignatureAt, kSignatureBytes) == 0;
 }
 
@@ -332,6 +341,49 @@ absl::Status agree(const AlgoContext& ctx, CallAgreement& known, Deadline deadli
     if (absl::Status s = state_round(*peer, *peer, round(), waiter); !s.ok()) return s;
   }
   if (extra != nullptr) return state_round(extra, nullptr, round(), waiter);
+  return absl::OkStatus();
+}
+
+absl::Status trade_states_off_the_rounds(const AlgoContext& ctx, CallAgreement& known,
+                                         Deadline deadline) {
+  const int n = ctx.size;
+  if (n > kMostDirectRanks || (n & (n - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "malformed call check: it says a direct exchange took part, which ", n,
+        " ranks do not run"));
+  }
+  const Schedule& ring = *ctx.schedule;
+  const int p = ring.position_of(ctx.rank);
+  Waiter waiter("the call check, with the ranks of a direct exchange", deadline);
+  // The rounds' partners sit at distances 1, 2, 4, ...: one state each way on every other
+  // link. Each round here starts from all this rank knows.
+  struct Off {
+    transport::Pair* pair = nullptr;
+    std::optional<AgreementRound> round;
+  } off[kMostDirectRanks];
+  int count = 0;
+  for (int d = 3; d < n; ++d) {
+    if ((d & (d - 1)) == 0) continue;
+    auto pair = ctx.links->link(ring.rank_at(p ^ d), deadline);
+    if (!pair.ok()) return pair.status();
+    off[count].pair = *pair;
+    off[count++].round.emplace(known, n);
+  }
+  for (bool done = false; !done;) {
+    bool moved = false;
+    done = true;
+    for (int i = 0; i < count; ++i) {
+      AgreementRound& round = *off[i].round;
+      auto sent = round.send(*off[i].pair);
+      if (!sent.ok()) return sent.status();
+      auto got = round.receive(*off[i].pair);
+      if (!got.ok()) return got.status();
+      moved |= *sent > 0 || *got > 0;
+      done &= round.sent() && round.merged();
+    }
+    if (done) break;
+    if (absl::Status s = waiter.after_pass(moved, off[0].pair); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 

@@ -18,8 +18,16 @@
 // one message, ranks that picked different algorithms still meet and agree. Once a round
 // shows a mismatch, both partners skip that round's data and the rest carry states only.
 //
+// The direct allgather sends its state to every peer at once instead, and waits for one from
+// each: it hears every rank without relays, but relays nothing (CallAgreement::direct). Ranks
+// only run it together unless their calls differ; then a rank that ran the rounds and heard
+// of a direct rank (every such rank does: each message carries the flag of every state
+// merged into it) trades one more state over each link the rounds leave unused
+// (trade_states_off_the_rounds). Every rank then has heard every rank's own state, directly
+// or relayed, and reaches the same verdict.
+//
 // Wire format (integers little-endian), 24 bytes while the ranks agree, 46 once they do not:
-//   u8 magic 'W'  u8 version << 1 | 1 when a differing rank follows
+//   u8 magic 'W'  u8 version << 2 | 2 when direct | 1 when a differing rank follows
 //   u32 reference rank  reference signature (18 bytes)
 //   [u32 differing rank  differing signature (18 bytes)]
 // A signature: u16 sequence number, u64 count, u8 collective, u8 type, u8 op, u8 algorithm
@@ -70,6 +78,8 @@ struct CallAgreement {
   CallSignature reference;
   uint32_t differing_rank = kNoRank;
   CallSignature differing;
+  /// A rank of the direct exchange sent a state merged here: it relayed nobody's but its own.
+  bool direct = false;
 
   void merge(const CallAgreement& other);
   /// Writes kHeadBytes or kWireBytes bytes and returns how many.
@@ -92,6 +102,12 @@ struct CallAgreement {
 /// Runs the agreement rounds on their own, merging into `known` (which starts as this rank's
 /// own signature); afterwards known.verdict() is the same on every rank.
 absl::Status agree(const AlgoContext& ctx, CallAgreement& known, Deadline deadline);
+
+/// For a rank that ran the rounds (agree() or an algorithm that carries them) when `known`
+/// says a direct rank took part: one state each way over every link the rounds leave unused,
+/// merged into `known`. Ranks of the direct exchange read one from every peer.
+absl::Status trade_states_off_the_rounds(const AlgoContext& ctx, CallAgreement& known,
+                                         Deadline deadline);
 
 /// One round's state in band: ours goes out ahead of the round's data and the partner's is
 /// read ahead of its data, then merged. Data follows only while no mismatch is known.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collectives/algorithm.hpp"
+#include "collectives/call_check.hpp"
 
 namespace weft {
 
@@ -30,6 +31,11 @@ const std::vector<Algorithm>& all_algorithms() {
        "log2(N) exchanges of doubling block groups; small messages, power-of-two N",
        allgather_recursive_doubling, /*needs_power_of_two_ranks=*/true,
        /*carries_agreement=*/true},
+      {"direct", CollectiveKind::kAllgather,
+       "every rank sends its block to every other at once, one exchange; small blocks, "
+       "power-of-two N up to 16, ranks sharing cores",
+       allgather_direct, /*needs_power_of_two_ranks=*/true, /*carries_agreement=*/true,
+       /*needs_two_ranks=*/false, /*checks_every_rank=*/true},
       {"ring", CollectiveKind::kReduceScatter,
        "N-1 streamed steps of receive, reduce, forward around the ring", reduce_scatter_ring},
       {"recursive_doubling", CollectiveKind::kReduceScatter,
@@ -80,6 +86,11 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
                                                        "' needs a power-of-two rank count, not ",
                                                        nranks));
       }
+      if (a->checks_every_rank && nranks > kMostDirectRanks) {
+        return absl::InvalidArgumentError(absl::StrCat(name_of(kind), " algorithm '", a->name,
+                                                       "' runs on at most ", kMostDirectRanks,
+                                                       " ranks, not ", nranks));
+      }
       if (a->needs_two_ranks && nranks != 2) {
         return absl::InvalidArgumentError(absl::StrCat(name_of(kind), " algorithm '", a->name,
                                                        "' is for two ranks, not ", nranks));
@@ -100,6 +111,8 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   static const Algorithm* const pair_allreduce = find_algorithm(CollectiveKind::kAllreduce, "push");
   static const Algorithm* const small_allgather =
       find_algorithm(CollectiveKind::kAllgather, "recursive_doubling");
+  static const Algorithm* const direct_allgather =
+      find_algorithm(CollectiveKind::kAllgather, "direct");
   static const Algorithm* const small_reduce_scatter =
       find_algorithm(CollectiveKind::kReduceScatter, "recursive_doubling");
   static const Algorithm* const halving_reduce_scatter =
@@ -116,7 +129,10 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) return small_allreduce;
   if (kind == CollectiveKind::kAllreduce && nranks == 2 && shm_only) return pair_allreduce;
   if (kind == CollectiveKind::kAllgather && power_of_two && bytes <= small_message_bytes) {
-    return small_allgather;
+    // Blocks that ride with the call check's state (`bytes` is all N of them here).
+    const bool direct = nranks > 2 && nranks <= kMostDirectRanks &&
+                        bytes / static_cast<size_t>(nranks) <= AgreementRound::kCarryBytes;
+    return direct ? direct_allgather : small_allgather;
   }
   // `bytes` is one rank's block here; the recursive doubling moves all N of them, the
   // halving (N-1) in all, and needs a power of two.

@@ -225,16 +225,21 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   known.reference_rank = static_cast<uint32_t>(rank_);
   known.reference = CallSignature::of(calls_++, args, index);
   const bool moves_data = args.count > 0 || args.kind == CollectiveKind::kBarrier;
+  const bool in_band = chosen.carries_agreement && moves_data;
   absl::Status s;
-  if (chosen.carries_agreement && moves_data) {
+  if (in_band) {
     ctx.agreement = &known;
     s = chosen.run(ctx, args);
-    if (s.ok()) s = known.verdict();
   } else {
     s = agree(ctx, known, args.deadline);
-    if (s.ok()) s = known.verdict();
-    if (s.ok() && moves_data) s = chosen.run(ctx, args);
   }
+  // A rank of the direct exchange took part (calls that differ): it waits for a state from
+  // every rank, the rounds' partners or not.
+  if (s.ok() && known.direct && !(in_band && chosen.checks_every_rank)) {
+    s = trade_states_off_the_rounds(ctx, known, args.deadline);
+  }
+  if (s.ok()) s = known.verdict();
+  if (s.ok() && !in_band && moves_data) s = chosen.run(ctx, args);
   if (!s.ok()) {
     fail(s);
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));

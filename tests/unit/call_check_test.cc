@@ -120,8 +120,11 @@ TEST(CallAgreement, WireRoundTripsAndRejectsWhatIsNotACallCheck) {
       std::copy(wire, wire + sizeof wire, bad);
       bad[i] ^= std::byte(1 << bit);
       auto d = CallAgreement::decode(bad, sizeof bad, 5);
-      if (i < 2) {
-        EXPECT_FALSE(d.ok()) << "magic/version byte " << i;
+      if (i == 1 && bit == 1) {  // the direct flag: a state of either kind
+        ASSERT_TRUE(d.ok()) << d.status();
+        EXPECT_TRUE(d->direct);
+      } else if (i < 2) {
+        EXPECT_FALSE(d.ok()) << "magic/version byte " << i << " bit " << bit;
       }
       if (d.ok()) {
         EXPECT_LT(d->reference_rank, 5u);
@@ -129,6 +132,34 @@ TEST(CallAgreement, WireRoundTripsAndRejectsWhatIsNotACallCheck) {
       }
     }
   }
+}
+
+// Whether a direct rank took part travels and survives every merge: each rank that ran the
+// rounds must learn it, or the direct ranks would wait for its state in vain.
+TEST(CallAgreement, TheDirectFlagTravelsAndSticksThroughMerges) {
+  CallAgreement direct = own(3, signature(4, CollectiveKind::kAllgather, 8));
+  direct.direct = true;
+  std::byte wire[CallAgreement::kWireBytes];
+  ASSERT_EQ(direct.encode(wire), CallAgreement::kHeadBytes);
+  auto heard = CallAgreement::decode(wire, CallAgreement::kHeadBytes, 4);
+  ASSERT_TRUE(heard.ok()) << heard.status();
+  EXPECT_TRUE(heard->direct);
+  EXPECT_FALSE(own(0, direct.reference).direct);
+
+  CallAgreement rounds = own(0, signature(4, CollectiveKind::kAllgather, 1000));
+  CallAgreement other = rounds;
+  rounds.merge(*heard);  // the lower reference wins, the flag stays
+  EXPECT_TRUE(rounds.direct);
+  EXPECT_EQ(rounds.reference_rank, 0u);
+  EXPECT_EQ(rounds.differing_rank, 3u);
+  other.merge(own(1, other.reference));
+  EXPECT_FALSE(other.direct);
+  other.merge(rounds);
+  EXPECT_TRUE(other.direct);
+  ASSERT_EQ(other.encode(wire), CallAgreement::kWireBytes);
+  auto long_form = CallAgreement::decode(wire, CallAgreement::kWireBytes, 4);
+  ASSERT_TRUE(long_form.ok()) << long_form.status();
+  EXPECT_TRUE(long_form->direct);
 }
 
 TEST(CallAgreement, SequenceNumbersComeBackWholeFromTheirLowBits) {
@@ -194,6 +225,7 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
   for (int r = 0; r < ranks; ++r) {
     EXPECT_TRUE(first[r].ok()) << "rank " << r << ": " << first[r];
     EXPECT_EQ(second[r].code(), absl::StatusCode::kInvalidArgument) << "rank " << r << ": " << second[r];
+    SCOPED_TRACE(std::string(second[r].message()));
     EXPECT_THAT(second[r].message(), HasSubstr("ranks disagree on the collective call"));
     EXPECT_THAT(second[r].message(), HasSubstr(mismatch.expect));
     EXPECT_THAT(second[r].message(), HasSubstr(absl::StrCat("rank ", kOdd, " made")));
@@ -297,6 +329,38 @@ const Mismatch kMismatches[] = {
        return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32);
      },
      "made call #1: barrier"},
+    // At 4 ranks small allgathers take the direct exchange, which sends its state to every
+    // peer and waits for one from each: here against ranks that run the rounds (a larger
+    // count, another collective), as the odd rank and as the others, and against itself.
+    {"direct_count",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       static thread_local std::vector<float> out(16 * 9);
+       return c.allgather(b.data(), out.data(), odd ? 9 : 8, DataType::kFloat32);
+     },
+     "allgather of 9 float"},
+    {"direct_against_rounds",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allgather(b.data(), b.data() + kCount, odd ? 200 : 8, DataType::kFloat32);
+     },
+     "allgather of 200 float"},
+    {"rounds_against_direct",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allgather(b.data(), b.data() + kCount, odd ? 8 : 200, DataType::kFloat32);
+     },
+     "allgather of 8 float"},
+    {"direct_against_ring",  // the ring runs the rounds on their own first
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       constexpr size_t kRing = 5000;  // 4 x 20 KB: past the small-message size
+       static thread_local std::vector<float> in(kRing, 1.0f), out(4 * kRing);
+       return c.allgather(in.data(), out.data(), odd ? 4 : kRing, DataType::kFloat32);
+     },
+     "allgather of 4 float"},
+    {"direct_against_allreduce",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32);
+       return c.allreduce(b.data(), b.data(), 8, DataType::kFloat32);
+     },
+     "allgather of 8 float"},
     {"zero_count",  // a rank with nothing to send still takes part in the check
      [](Communicator& c, bool odd, std::vector<float>& b) {
        return c.allreduce(b.data(), b.data(), odd ? 0 : kCount, DataType::kFloat32);

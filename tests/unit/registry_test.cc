@@ -50,6 +50,13 @@ TEST(Registry, AllreduceChoiceFollowsSizeRanksAndLinks) {
 
 TEST(Registry, OtherCollectivesChooseBySize) {
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4096, 4, true), "recursive_doubling");
+  // Blocks that ride with the call check's state, on 4 to 16 ranks: the direct exchange.
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 488, 4, false), "direct");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 489, 4, true), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 16 * 64, 16, true), "direct");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 32 * 64, 32, true), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 64, 2, true), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 64, 6, true), "ring");
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4096, 3, true), "ring");  // needs a power of two
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, kMiB, 4, true), "ring");
   // reduce_scatter's bytes are one rank's block: recursive doubling moves all N of them.
@@ -76,6 +83,11 @@ TEST(Registry, ANameWinsAndOneThatCannotRunIsRefusedWithTheReason) {
   auto rd = choose_algorithm(CollectiveKind::kAllgather, "recursive_doubling", 8, 6, kSmall, true);
   EXPECT_EQ(rd.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(rd.status().message().find("power-of-two"), std::string::npos) << rd.status();
+
+  auto direct = choose_algorithm(CollectiveKind::kAllgather, "direct", 8, 32, kSmall, true);
+  EXPECT_EQ(direct.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(direct.status().message().find("at most 16 ranks, not 32"), std::string::npos)
+      << direct.status();
 
   auto unknown = choose_algorithm(CollectiveKind::kAllreduce, "tree", 8, 2, kSmall, true);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
