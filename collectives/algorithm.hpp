@@ -61,6 +61,7 @@ absl::Status allreduce_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allreduce_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allreduce_exchange(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allreduce_push(const AlgoContext& ctx, const CollectiveArgs& args);
+absl::Status allreduce_direct(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_ring(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const CollectiveArgs& args);
 absl::Status allgather_direct(const AlgoContext& ctx, const CollectiveArgs& args);

@@ -26,6 +26,11 @@ const std::vector<Algorithm>& all_algorithms() {
        "in cache; large messages",
        allreduce_push, /*needs_power_of_two_ranks=*/false, /*carries_agreement=*/false,
        /*needs_two_ranks=*/true},
+      {"direct", CollectiveKind::kAllreduce,
+       "every rank sends its vector to every other at once and reduces all N in rank order, "
+       "one exchange; small vectors, power-of-two N up to 16, ranks sharing cores",
+       allreduce_direct, /*needs_power_of_two_ranks=*/true, /*carries_agreement=*/true,
+       /*needs_two_ranks=*/false, /*checks_every_rank=*/true},
       {"ring", CollectiveKind::kAllgather, "each block streams once around the ring", allgather_ring},
       {"recursive_doubling", CollectiveKind::kAllgather,
        "log2(N) exchanges of doubling block groups; small messages, power-of-two N",
@@ -109,6 +114,8 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   static const Algorithm* const small_allreduce =
       find_algorithm(CollectiveKind::kAllreduce, "recursive_doubling");
   static const Algorithm* const pair_allreduce = find_algorithm(CollectiveKind::kAllreduce, "push");
+  static const Algorithm* const direct_allreduce =
+      find_algorithm(CollectiveKind::kAllreduce, "direct");
   static const Algorithm* const small_allgather =
       find_algorithm(CollectiveKind::kAllgather, "recursive_doubling");
   static const Algorithm* const direct_allgather =
@@ -126,13 +133,19 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
     }
     return first;
   }();
+  // The direct exchange, for what rides with the call check's state (for allgather `bytes`
+  // is all N blocks).
+  const bool direct = power_of_two && nranks > 2 && nranks <= kMostDirectRanks &&
+                      bytes <= small_message_bytes;
+  if (kind == CollectiveKind::kAllreduce && direct && bytes <= AgreementRound::kCarryBytes) {
+    return direct_allreduce;
+  }
   if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) return small_allreduce;
   if (kind == CollectiveKind::kAllreduce && nranks == 2 && shm_only) return pair_allreduce;
   if (kind == CollectiveKind::kAllgather && power_of_two && bytes <= small_message_bytes) {
-    // Blocks that ride with the call check's state (`bytes` is all N of them here).
-    const bool direct = nranks > 2 && nranks <= kMostDirectRanks &&
-                        bytes / static_cast<size_t>(nranks) <= AgreementRound::kCarryBytes;
-    return direct ? direct_allgather : small_allgather;
+    return direct && bytes / static_cast<size_t>(nranks) <= AgreementRound::kCarryBytes
+               ? direct_allgather
+               : small_allgather;
   }
   // `bytes` is one rank's block here; the recursive doubling moves all N of them, the
   // halving (N-1) in all, and needs a power of two.

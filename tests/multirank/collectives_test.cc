@@ -155,8 +155,10 @@ TEST(Collectives, BarrierRepeats) {
 // elsewhere.
 TEST(Collectives, EveryAllreduceAlgorithm) {
   const int rank = g_world->rank(), n = g_world->size();
-  for (const char* algorithm : {"ring", "recursive_doubling", "exchange", "push"}) {
-    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{100003}, size_t{1000003}}) {
+  const bool power_of_two = (n & (n - 1)) == 0;
+  for (const char* algorithm : {"ring", "recursive_doubling", "exchange", "push", "direct"}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{122}, size_t{100003},
+                         size_t{1000003}}) {
       for (bool in_place : {false, true}) {
         std::byte* recv = recv_buffer().data();
         std::byte* send = in_place ? recv : send_buffer().data();
@@ -165,7 +167,8 @@ TEST(Collectives, EveryAllreduceAlgorithm) {
         o.algorithm = algorithm;
         absl::Status s = g_world->allreduce(send, recv, count, DataType::kInt32, o);
         const std::string what = describe(algorithm, DataType::kInt32, ReduceOp::kSum, count, in_place);
-        if ((std::string(algorithm) == "exchange" || std::string(algorithm) == "push") && n != 2) {
+        if (((std::string(algorithm) == "exchange" || std::string(algorithm) == "push") && n != 2) ||
+            (std::string(algorithm) == "direct" && !power_of_two)) {
           EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
           continue;
         }
@@ -196,10 +199,11 @@ TEST(Collectives, EveryRankHoldsTheSameBits) {
   for (const Format& f : kFormats) {
     const size_t elem = size_of(f.type);
     for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
-      for (const char* algorithm : {"ring", "recursive_doubling", "exchange", "push"}) {
+      for (const char* algorithm : {"ring", "recursive_doubling", "exchange", "push", "direct"}) {
         if ((std::string(algorithm) == "exchange" || std::string(algorithm) == "push") && n != 2) {
           continue;
         }
+        if (std::string(algorithm) == "direct" && (n & (n - 1)) != 0) continue;
         for (size_t count : {size_t{1}, size_t{3}, size_t{100003}}) {
           for (bool in_place : {false, true}) {
             std::byte* recv = recv_buffer().data();

@@ -355,6 +355,11 @@ const Mismatch kMismatches[] = {
        return c.allgather(in.data(), out.data(), odd ? 4 : kRing, DataType::kFloat32);
      },
      "allgather of 4 float"},
+    {"direct_allreduce_against_rounds",  // "carried_against_sent" the other way round
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       return c.allreduce(b.data(), b.data(), odd ? 8 : kCount, DataType::kFloat32);
+     },
+     "allreduce of 8 float"},
     {"direct_against_allreduce",
      [](Communicator& c, bool odd, std::vector<float>& b) {
        if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32);

@@ -39,6 +39,12 @@ TEST(Registry, AllreduceChoiceFollowsSizeRanksAndLinks) {
   constexpr auto kAr = CollectiveKind::kAllreduce;
   EXPECT_EQ(chosen(kAr, 8, 2, true), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, kSmall, 4, false), "recursive_doubling");
+  // What rides with the call check's state, on 4 to 16 ranks: the direct exchange.
+  EXPECT_EQ(chosen(kAr, 488, 4, true), "direct");
+  EXPECT_EQ(chosen(kAr, 8, 16, false), "direct");
+  EXPECT_EQ(chosen(kAr, 489, 4, true), "recursive_doubling");
+  EXPECT_EQ(chosen(kAr, 8, 32, true), "recursive_doubling");
+  EXPECT_EQ(chosen(kAr, 8, 6, true), "recursive_doubling");
   // Two ranks over shm, above the small size: the push.
   EXPECT_EQ(chosen(kAr, kSmall + 1, 2, true), "push");
   EXPECT_EQ(chosen(kAr, 256 * kMiB, 2, true), "push");
@@ -91,7 +97,7 @@ TEST(Registry, ANameWinsAndOneThatCannotRunIsRefusedWithTheReason) {
 
   auto unknown = choose_algorithm(CollectiveKind::kAllreduce, "tree", 8, 2, kSmall, true);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  for (const char* known : {"ring", "recursive_doubling", "exchange", "push"}) {
+  for (const char* known : {"ring", "recursive_doubling", "exchange", "push", "direct"}) {
     EXPECT_NE(unknown.status().message().find(known), std::string::npos) << unknown.status();
   }
 }
