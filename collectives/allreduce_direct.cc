@@ -1,6 +1,6 @@
-// Direct allreduce, for small vectors on a power-of-two number of ranks (4 to 16): every rank
-// sends its vector to every other rank at once, then reduces all N of them, one exchange
-// instead of recursive doubling's log2(N) (collectives/direct_exchange.hpp).
+// Direct allreduce, for small vectors on a power-of-two number of ranks (4 to 16) over shm:
+// every rank sends its vector to every other rank at once, then reduces all N of them, one
+// exchange instead of recursive doubling's log2(N) (collectives/direct_exchange.hpp).
 //
 // Every rank reduces the N vectors in rank order, ((x0 op x1) op x2) op ..., so all of them
 // get the same bits whatever the op (max and min keep the first of two equal operands, and

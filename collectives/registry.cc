@@ -28,7 +28,7 @@ const std::vector<Algorithm>& all_algorithms() {
        /*needs_two_ranks=*/true},
       {"direct", CollectiveKind::kAllreduce,
        "every rank sends its vector to every other at once and reduces all N in rank order, "
-       "one exchange; small vectors, power-of-two N up to 16, ranks sharing cores",
+       "one exchange; small vectors, power-of-two N up to 16 over shm",
        allreduce_direct, /*needs_power_of_two_ranks=*/true, /*carries_agreement=*/true,
        /*needs_two_ranks=*/false, /*checks_every_rank=*/true},
       {"ring", CollectiveKind::kAllgather, "each block streams once around the ring", allgather_ring},
@@ -38,7 +38,7 @@ const std::vector<Algorithm>& all_algorithms() {
        /*carries_agreement=*/true},
       {"direct", CollectiveKind::kAllgather,
        "every rank sends its block to every other at once, one exchange; small blocks, "
-       "power-of-two N up to 16, ranks sharing cores",
+       "power-of-two N up to 16 over shm",
        allgather_direct, /*needs_power_of_two_ranks=*/true, /*carries_agreement=*/true,
        /*needs_two_ranks=*/false, /*checks_every_rank=*/true},
       {"ring", CollectiveKind::kReduceScatter,
@@ -134,8 +134,11 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
     return first;
   }();
   // The direct exchange, for what rides with the call check's state (for allgather `bytes`
-  // is all N blocks).
-  const bool direct = power_of_two && nranks > 2 && nranks <= kMostDirectRanks &&
+  // is all N blocks), over shm only: its N-1 messages per rank cost little there, but over
+  // tcp each is a system call and a packet, and across 4 virtual-cluster hosts recursive
+  // doubling's 2 took 55-60 us to the direct exchange's 62-93 (allreduce and allgather,
+  // 8-512 B).
+  const bool direct = shm_only && power_of_two && nranks > 2 && nranks <= kMostDirectRanks &&
                       bytes <= small_message_bytes;
   if (kind == CollectiveKind::kAllreduce && direct && bytes <= AgreementRound::kCarryBytes) {
     return direct_allreduce;

@@ -236,6 +236,13 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
   }
 }
 
+// The direct exchange by name where it runs (a power-of-two rank count), else the choice.
+AllgatherOptions direct(const Communicator& c) {
+  AllgatherOptions o;
+  if ((c.size() & (c.size() - 1)) == 0) o.algorithm = "direct";
+  return o;
+}
+
 const Mismatch kMismatches[] = {
     {"count",
      [](Communicator& c, bool odd, std::vector<float>& b) {
@@ -329,40 +336,47 @@ const Mismatch kMismatches[] = {
        return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32);
      },
      "made call #1: barrier"},
-    // At 4 ranks small allgathers take the direct exchange, which sends its state to every
-    // peer and waits for one from each: here against ranks that run the rounds (a larger
-    // count, another collective), as the odd rank and as the others, and against itself.
+    // The direct exchange, forced where it runs (4 ranks: a power of two), sends its state
+    // to every peer and waits for one from each: here against ranks that run the rounds (a
+    // larger count, another collective), as the odd rank and as the others, and against
+    // itself. Over shm small calls take it anyway; over tcp only by name.
     {"direct_count",
      [](Communicator& c, bool odd, std::vector<float>& b) {
        static thread_local std::vector<float> out(16 * 9);
-       return c.allgather(b.data(), out.data(), odd ? 9 : 8, DataType::kFloat32);
+       return c.allgather(b.data(), out.data(), odd ? 9 : 8, DataType::kFloat32, direct(c));
      },
      "allgather of 9 float"},
     {"direct_against_rounds",
      [](Communicator& c, bool odd, std::vector<float>& b) {
-       return c.allgather(b.data(), b.data() + kCount, odd ? 200 : 8, DataType::kFloat32);
+       if (odd) return c.allgather(b.data(), b.data() + kCount, 200, DataType::kFloat32);
+       return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct(c));
      },
      "allgather of 200 float"},
     {"rounds_against_direct",
      [](Communicator& c, bool odd, std::vector<float>& b) {
-       return c.allgather(b.data(), b.data() + kCount, odd ? 8 : 200, DataType::kFloat32);
+       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct(c));
+       return c.allgather(b.data(), b.data() + kCount, 200, DataType::kFloat32);
      },
      "allgather of 8 float"},
     {"direct_against_ring",  // the ring runs the rounds on their own first
      [](Communicator& c, bool odd, std::vector<float>& b) {
        constexpr size_t kRing = 5000;  // 4 x 20 KB: past the small-message size
        static thread_local std::vector<float> in(kRing, 1.0f), out(4 * kRing);
-       return c.allgather(in.data(), out.data(), odd ? 4 : kRing, DataType::kFloat32);
+       if (odd) return c.allgather(in.data(), out.data(), 4, DataType::kFloat32, direct(c));
+       return c.allgather(in.data(), out.data(), kRing, DataType::kFloat32);
      },
      "allgather of 4 float"},
     {"direct_allreduce_against_rounds",  // "carried_against_sent" the other way round
      [](Communicator& c, bool odd, std::vector<float>& b) {
-       return c.allreduce(b.data(), b.data(), odd ? 8 : kCount, DataType::kFloat32);
+       AllreduceOptions o;
+       o.algorithm = direct(c).algorithm;
+       if (odd) return c.allreduce(b.data(), b.data(), 8, DataType::kFloat32, o);
+       return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32);
      },
      "allreduce of 8 float"},
     {"direct_against_allreduce",
      [](Communicator& c, bool odd, std::vector<float>& b) {
-       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32);
+       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct(c));
        return c.allreduce(b.data(), b.data(), 8, DataType::kFloat32);
      },
      "allgather of 8 float"},

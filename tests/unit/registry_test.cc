@@ -39,9 +39,10 @@ TEST(Registry, AllreduceChoiceFollowsSizeRanksAndLinks) {
   constexpr auto kAr = CollectiveKind::kAllreduce;
   EXPECT_EQ(chosen(kAr, 8, 2, true), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, kSmall, 4, false), "recursive_doubling");
-  // What rides with the call check's state, on 4 to 16 ranks: the direct exchange.
+  // What rides with the call check's state, on 4 to 16 ranks over shm: the direct exchange.
   EXPECT_EQ(chosen(kAr, 488, 4, true), "direct");
-  EXPECT_EQ(chosen(kAr, 8, 16, false), "direct");
+  EXPECT_EQ(chosen(kAr, 8, 16, true), "direct");
+  EXPECT_EQ(chosen(kAr, 8, 4, false), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, 489, 4, true), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, 8, 32, true), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, 8, 6, true), "recursive_doubling");
@@ -56,8 +57,10 @@ TEST(Registry, AllreduceChoiceFollowsSizeRanksAndLinks) {
 
 TEST(Registry, OtherCollectivesChooseBySize) {
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4096, 4, true), "recursive_doubling");
-  // Blocks that ride with the call check's state, on 4 to 16 ranks: the direct exchange.
-  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 488, 4, false), "direct");
+  // Blocks that ride with the call check's state, on 4 to 16 ranks over shm: the direct
+  // exchange.
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 488, 4, true), "direct");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 488, 4, false), "recursive_doubling");
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 489, 4, true), "recursive_doubling");
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 16 * 64, 16, true), "direct");
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 32 * 64, 32, true), "recursive_doubling");
