@@ -33,7 +33,11 @@ absl::Status trade_blocks(transport::Pair& pair, AgreementRound& round, size_t c
     // One block is read straight to where it lands; several, out of the round's buffer.
     round.expect_carried(count * block, count == 1 ? landing.direct_destination() : nullptr);
     if (round.data_follows()) {
-      for (size_t i = 0; i < count; ++i) round.carry(ours(i), block);
+      if (count == 1) {
+        round.carry_in_place(ours(0), block);  // left in place until the round ends
+      } else {
+        for (size_t i = 0; i < count; ++i) round.carry(ours(i), block);
+      }
       out = count;
     }
   }

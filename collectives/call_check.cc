@@ -191,8 +191,26 @@ void AgreementRound::carry(const std::byte* data, size_t len) {
   out_len_ += n;
 }
 
+void AgreementRound::carry_in_place(const std::byte* data, size_t len) {
+  if (len < kInPlaceFrom ||
+      (out_len_ != CallAgreement::kHeadBytes && out_len_ != CallAgreement::kWireBytes)) {
+    return carry(data, len);  // short, or something is carried already: keep the order
+  }
+  in_place_ = data;
+  in_place_len_ = std::min(len, kCarryBytes);
+}
+
 absl::StatusOr<size_t> AgreementRound::send(transport::Pair& pair, bool data_next) {
   if (sent()) return size_t{0};
+  if (in_place_len_ > 0) {
+    // The state and the payload, from where each lies, as one stream.
+    const transport::Gather from{out_, out_len_, in_place_};
+    const size_t left = out_len_ + in_place_len_ - sent_;
+    auto n = sent_ == 0 ? pair.send_gathered(from, left)
+                        : pair.send_some(from.at(sent_), std::min(left, from.run_from(sent_)));
+    if (n.ok()) sent_ += *n;
+    return n;
+  }
   auto n = data_next && data_follows() ? pair.send_some_more(out_ + sent_, out_len_ - sent_)
                                        : pair.send_some(out_ + sent_, out_len_ - sent_);
   if (n.ok()) sent_ += *n;
@@ -285,7 +303,7 @@ bool AgreementRound::agrees_with_ours() const {
   // lower the reference rank; the signature bytes are ours, hence well formed. Still no
   // differing rank known means that every state merged since ours left (the direct
   // exchange's other rounds) had our signature too, which is then still the reference.
-  return in_len_ == CallAgreement::kHeadBytes && sent_ <= out_len_ &&
+  return in_len_ == CallAgreement::kHeadBytes && sent_ <= out_len_ + in_place_len_ &&
          known_.differing_rank == CallAgreement::kNoRank && std::memcmp(in_, out_, 2) == 0 &&
          (std::to_integer<uint8_t>(out_[1]) & kDiffers) == 0 &&
          std::memcmp(in_ + kSignatureAt, out_ + kSignatureAt, kSignatureBytes) == 0;

@@ -124,6 +124,14 @@ class AgreementRound {
   /// Appends a small payload to our state (calls add up to at most kCarryBytes): both leave in
   /// one send, so a small message costs the link one write. The payload is copied now.
   void carry(const std::byte* data, size_t len);
+  /// As carry, for one payload (nothing carried before it) that stays unchanged where it is
+  /// until sent(): from kInPlaceFrom bytes on it leaves from there, in the same send as the
+  /// state, instead of being copied here first (2-rank allgather of 512 B: 1646 -> 1584
+  /// instructions per call, 1-2% faster). A shorter one is copied: with the state it fits
+  /// the shm cells, and filling a cell from two places costs more than the copy (64 and
+  /// 256 B: 100 instructions more).
+  static constexpr size_t kInPlaceFrom = 4 * 56 - CallAgreement::kHeadBytes + 1;
+  void carry_in_place(const std::byte* data, size_t len);
 
   /// The partner carries `len` bytes (<= kCarryBytes) after its state when the calls agree,
   /// as we would in its place: receive() then asks for them together with the state, so a
@@ -147,7 +155,7 @@ class AgreementRound {
   absl::StatusOr<size_t> send(transport::Pair& pair, bool data_next = false);
   absl::StatusOr<size_t> receive(transport::Pair& pair);
 
-  bool sent() const { return sent_ == out_len_; }
+  bool sent() const { return sent_ == out_len_ + in_place_len_; }
   bool merged() const { return merged_; }
   /// Whether this round's data moves: not once a mismatch is known (both partners then know).
   bool data_follows() const { return known_.differing_rank == CallAgreement::kNoRank; }
@@ -165,6 +173,8 @@ class AgreementRound {
   std::byte out_[CallAgreement::kWireBytes + kCarryBytes];
   std::byte in_[CallAgreement::kWireBytes + kCarryBytes];
   size_t out_len_ = 0;
+  const std::byte* in_place_ = nullptr;  // see carry_in_place: sent after out_
+  size_t in_place_len_ = 0;
   size_t sent_ = 0;
   size_t got_ = 0;
   size_t in_len_ = CallAgreement::kHeadBytes;  // until the head says more follows

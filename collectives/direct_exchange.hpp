@@ -36,7 +36,8 @@ struct DirectPeer {
 class DirectExchange {
  public:
   /// Connects to every peer and sends each our state with the first `carried` bytes of `data`
-  /// (at most AgreementRound::kCarryBytes) behind it. Each peer's state is expected with as
+  /// (at most AgreementRound::kCarryBytes) behind it; they must stay unchanged until every
+  /// state has left. Each peer's state is expected with as
   /// many bytes behind it, read straight to `into(rank)` where that is not null. `more`: the
   /// caller sends more data over each link right after the state.
   template <typename Into>
@@ -82,7 +83,7 @@ absl::Status DirectExchange::start(const AlgoContext& ctx, Deadline deadline,
       AgreementRound& round = t.round.emplace(*ctx.agreement, n);
       if (carried > 0) {
         round.expect_carried(carried, into(t.rank));
-        round.carry(data, carried);
+        round.carry_in_place(data, carried);
         t.sent = carried;
       }
       if (auto s = round.send(*t.pair, more); !s.ok()) return s.status();

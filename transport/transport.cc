@@ -14,6 +14,13 @@ absl::Status Pair::write_to_peer(uint64_t, const std::byte*, size_t) {
                                                " cannot write into the peer's memory"));
 }
 
+absl::StatusOr<size_t> Pair::send_gathered(const Gather& from, size_t len) {
+  if (len > kGatherBytes) return send_some(from.at(0), std::min(len, from.run_from(0)));
+  std::byte joined[kGatherBytes];
+  from.copy_out(joined, 0, len);
+  return send_some(joined, len);
+}
+
 absl::StatusOr<size_t> Pair::recv_scatter(const Scatter& to, size_t max) {
   size_t got = 0;
   return recv_some(max, [&](const std::byte* data, size_t len) {

@@ -16,6 +16,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/copy.hpp"
 #include "src/deadline.hpp"
 #include "src/job_secret.hpp"
 #include "src/peer_info.hpp"
@@ -33,6 +34,25 @@ struct PairStats {
 /// Receives a contiguous run of bytes that arrived on a link. The bytes are valid only
 /// during the call.
 using Sink = absl::FunctionRef<void(const std::byte* data, size_t len)>;
+
+/// Where the bytes of a send come from when a header and what follows it lie apart: byte i
+/// of the stream is at first + i below first_len, else at rest + (i - first_len).
+struct Gather {
+  const std::byte* first;
+  size_t first_len;
+  const std::byte* rest;
+
+  const std::byte* at(size_t i) const { return i < first_len ? first + i : rest + (i - first_len); }
+  /// How many bytes from byte i on lie contiguously at at(i).
+  size_t run_from(size_t i) const { return i < first_len ? first_len - i : SIZE_MAX - i; }
+  /// Copies bytes [i, i + n) of the stream to `dst`.
+  void copy_out(std::byte* dst, size_t i, size_t n) const {
+    if (n <= run_from(i)) return copy_bytes(dst, at(i), n);
+    const size_t head = first_len - i;
+    copy_bytes(dst, first + i, head);
+    copy_bytes(dst + head, rest, n - head);
+  }
+};
 
 /// Where received bytes go when a header and what follows it belong in different places:
 /// byte i of the stream at first + i below first_len, else at rest + (i - first_len).
@@ -64,6 +84,13 @@ class Pair {
   virtual absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) {
     return send_some(data, len);
   }
+
+  /// As send_some, for the first `len` bytes of `from`: a call check's state and the data
+  /// carried behind it leave in one send, the data from where it lies. By default the two
+  /// are gathered into one buffer on the stack (at most kGatherBytes) and sent with
+  /// send_some; transports override it where they can take both pieces straight (shm).
+  static constexpr size_t kGatherBytes = 1024;
+  virtual absl::StatusOr<size_t> send_gathered(const Gather& from, size_t len);
 
   /// As send_some, for bytes the peer only copies (it does not reduce them): a transport may
   /// then let the peer read a large send straight from `data` (shm's single copy) and count

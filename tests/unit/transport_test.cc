@@ -42,6 +42,35 @@ class TransportTest : public ::testing::TestWithParam<TransportCase> {
   std::unique_ptr<Pair> a_, b_;
 };
 
+/// Moves one message of `total` bytes: `send(out)` and `receive(in)` each move what they can
+/// without blocking and return how many bytes (`out` left and `in` arrived so far); until all
+/// have left and arrived, an error, or kTransferTimeout. Returns how many arrived.
+template <typename Send, typename Receive>
+size_t pump(size_t total, Send send, Receive receive) {
+  const Deadline deadline = Deadline::after(kTransferTimeout);
+  Backoff backoff;
+  size_t out = 0, in = 0;
+  while ((out < total || in < total) && !deadline.expired()) {
+    bool moved = false;
+    if (out < total) {
+      absl::StatusOr<size_t> n = send(out);
+      if (!n.ok()) {
+        ADD_FAILURE() << "send: " << n.status();
+        return in;
+      }
+      out += *n, moved |= *n > 0;
+    }
+    absl::StatusOr<size_t> n = receive(in);
+    if (!n.ok()) {
+      ADD_FAILURE() << "receive: " << n.status();
+      return in;
+    }
+    in += *n, moved |= *n > 0;
+    moved ? backoff.reset() : backoff.pause();
+  }
+  return in;
+}
+
 /// tcp over the two rails of a RailNamespace: every link stripes over two sockets.
 absl::StatusOr<std::unique_ptr<Transport>> make_two_rail_tcp(const TransportInit& init) {
   TransportInit two = init;
@@ -237,35 +266,27 @@ TEST_P(TransportTest, BytesHeldForMoreArriveInOrder) {
   for (int i = 0; i < 40; ++i) {
     const size_t head = 1 + rng() % 52, body = i == 0 ? 0 : rng() % (300 << 10);
     const auto msg = make_message(seed + i, head + body);
-    const Deadline deadline = Deadline::after(kTransferTimeout);
-    Backoff backoff;
-    size_t out = 0;
-    const size_t want = got.size() + msg.size();
-    while ((out < msg.size() || got.size() < want) && !deadline.expired()) {
-      bool moved = false;
-      if (out < msg.size()) {
-        auto n = out < head ? a_->send_some_more(msg.data() + out, head - out)
+    const size_t arrived = pump(
+        msg.size(),
+        [&](size_t out) {
+          return out < head ? a_->send_some_more(msg.data() + out, head - out)
                             : a_->send_some(msg.data() + out, msg.size() - out);
-        ASSERT_TRUE(n.ok()) << n.status();
-        out += *n, moved |= *n > 0;
-      }
-      auto n = b_->recv_some(want - got.size(), [&](const std::byte* d, size_t len) {
-        got.insert(got.end(), d, d + len);
-      });
-      ASSERT_TRUE(n.ok()) << n.status();
-      moved |= *n > 0;
-      moved ? backoff.reset() : backoff.pause();
-    }
-    ASSERT_EQ(got.size(), want) << "message " << i << " (" << head << " held bytes, " << body
-                                << " after them) did not arrive in time";
+        },
+        [&](size_t in) {
+          return b_->recv_some(msg.size() - in, [&](const std::byte* d, size_t len) {
+            got.insert(got.end(), d, d + len);
+          });
+        });
+    ASSERT_EQ(arrived, msg.size()) << "message " << i << " (" << head << " held bytes, " << body
+                                   << " after them) did not arrive in time";
     sent.insert(sent.end(), msg.begin(), msg.end());
   }
   EXPECT_TRUE(got == sent) << "bytes arrived out of order or changed";
 }
 
 // recv_scatter puts a message's head and body in two places, however the bytes were sent
-// (head and body in one send, or the head held for a body that may be offered) and however
-// few of them each call may take.
+// (head and body in one send, the head held for a body that may be offered, or the two
+// gathered from two places by send_gathered) and however few of them each call may take.
 TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
   ASSERT_NO_FATAL_FAILURE(link_two_ranks());
   const uint64_t seed = random_seed();
@@ -276,29 +297,32 @@ TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
     const size_t body = i % 8 == 7 ? (1 << 20) + rng() % 4096 : rng() % 2000;
     const auto msg = make_message(seed + i, head + body);
     std::vector<std::byte> got_head(head), got_body(body);
-    const Deadline deadline = Deadline::after(kTransferTimeout);
-    Backoff backoff;
-    size_t out = 0, in = 0;
-    while ((out < msg.size() || in < msg.size()) && !deadline.expired()) {
-      bool moved = false;
-      if (out < msg.size()) {
-        const std::byte* from = msg.data() + out;
-        auto n = i % 2 == 0   ? a_->send_some(from, msg.size() - out)
-                 : out < head ? a_->send_some_more(from, head - out)
-                              : a_->offer_some(from, msg.size() - out);
-        ASSERT_TRUE(n.ok()) << n.status();
-        out += *n, moved |= *n > 0;
-      }
-      const size_t max = std::min<size_t>(msg.size() - in, 1 + rng() % 600);
-      const Scatter to = in < head ? Scatter{got_head.data() + in, head - in, got_body.data()}
-                                   : Scatter{got_body.data() + (in - head), body - (in - head), nullptr};
-      auto n = b_->recv_scatter(to, max);
-      ASSERT_TRUE(n.ok()) << n.status();
-      ASSERT_LE(*n, max);
-      in += *n, moved |= *n > 0;
-      moved ? backoff.reset() : backoff.pause();
-    }
-    ASSERT_EQ(in, msg.size()) << "message " << i << " did not arrive in time";
+    const std::vector<std::byte> head_apart(msg.begin(), msg.begin() + head);
+    const Gather gather{head_apart.data(), head, msg.data() + head};
+    const size_t arrived = pump(
+        msg.size(),
+        [&](size_t out) -> absl::StatusOr<size_t> {
+          const std::byte* from = msg.data() + out;
+          const size_t left = msg.size() - out;
+          switch (i % 3) {
+            case 0: return a_->send_some(from, left);
+            case 1: return out < head ? a_->send_some_more(from, head - out) : a_->offer_some(from, left);
+            default:  // what AgreementRound::send does with a payload carried in place
+              auto n = out == 0 ? a_->send_gathered(gather, left)
+                                : a_->send_some(gather.at(out), std::min(left, gather.run_from(out)));
+              if (n.ok()) EXPECT_LE(*n, left);
+              return n;
+          }
+        },
+        [&](size_t in) {
+          const size_t max = std::min<size_t>(msg.size() - in, 1 + rng() % 600);
+          const Scatter to = in < head ? Scatter{got_head.data() + in, head - in, got_body.data()}
+                                       : Scatter{got_body.data() + (in - head), body - (in - head), nullptr};
+          auto n = b_->recv_scatter(to, max);
+          if (n.ok()) EXPECT_LE(*n, max);
+          return n;
+        });
+    ASSERT_EQ(arrived, msg.size()) << "message " << i << " did not arrive in time";
     EXPECT_TRUE(std::equal(got_head.begin(), got_head.end(), msg.begin())) << "head of " << i;
     EXPECT_TRUE(std::equal(got_body.begin(), got_body.end(), msg.begin() + head)) << "body of " << i;
   }

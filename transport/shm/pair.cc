@@ -34,6 +34,10 @@ absl::StatusOr<size_t> ShmPair::send_some(const std::byte* data, size_t len) {
   return sent(outbound_.write(data, len, /*may_offer=*/false), len);
 }
 
+absl::StatusOr<size_t> ShmPair::send_gathered(const Gather& from, size_t len) {
+  return sent(outbound_.write_gathered(from, len), len);
+}
+
 absl::StatusOr<size_t> ShmPair::offer_some(const std::byte* data, size_t len) {
   return sent(outbound_.write(data, len, /*may_offer=*/true), len);
 }

@@ -17,6 +17,7 @@ class ShmPair : public Pair {
   int peer() const override { return peer_; }
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> send_gathered(const Gather& from, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;

@@ -21,6 +21,14 @@ constexpr uint64_t kCells = 1024;
 // of at most 64 KiB so the receiver can start on a large message before it is all written.
 constexpr size_t kInlineLimit = 4 * Cell::kInlineBytes;
 constexpr size_t kBulkStretch = 64 * 1024;
+// One buffer, read as a Gather is (Ring::write_copy).
+struct Contiguous {
+  const std::byte* data;
+  const std::byte* at(size_t i) const { return data + i; }
+  size_t run_from(size_t) const { return SIZE_MAX; }
+  void copy_out(std::byte* dst, size_t i, size_t n) const { copy_bytes(dst, data + i, n); }
+};
+
 // The usual cell, checked inline: check_cell() covers every other kind.
 bool plain_inline(uint64_t tag) {
   const uint64_t kind_and_bytes = tag & (Cell::kBulk | Cell::kOffer | Cell::kBytesMask);
@@ -211,6 +219,18 @@ absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_o
     offer_resume_ = data;
     return 0;  // taken once read
   }
+  return write_copy(Contiguous{data}, len);
+}
+
+absl::StatusOr<size_t> Ring::write_gathered(const Gather& from, size_t len) {
+  if (offer_taken_ != offered_) {  // write() resumes an offer with the same buffer
+    return absl::InternalError("a gathered send while an offer is still being read");
+  }
+  return write_copy(from, len);
+}
+
+template <typename Source>
+absl::StatusOr<size_t> Ring::write_copy(const Source& from, size_t len) {
   if (len <= kInlineLimit) {
     // Room for the whole message is checked once: this is the path of every small call.
     const uint64_t want = (len + Cell::kInlineBytes - 1) / Cell::kInlineBytes;
@@ -225,10 +245,12 @@ absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_o
       const size_t at = i * Cell::kInlineBytes;
       const size_t n = std::min(Cell::kInlineBytes, written - at);
       Cell& cell = cells_[(cells_done_ + i) & cell_mask_];
-      if (n == Cell::kInlineBytes) {
-        std::memcpy(cell.payload, data + at, Cell::kInlineBytes);  // a fixed-size copy
+      if (n == Cell::kInlineBytes && from.run_from(at) >= n) {
+        std::memcpy(cell.payload, from.at(at), Cell::kInlineBytes);  // a fixed-size copy
+      } else if (from.run_from(at) >= n) {
+        std::memcpy(cell.payload, from.at(at), n);
       } else {
-        std::memcpy(cell.payload, data + at, n);
+        from.copy_out(cell.payload, at, n);
       }
       cell.tag.store(tag_for(cells_done_ + i, 0, n), std::memory_order_release);
     }
@@ -243,7 +265,7 @@ absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_o
   }
   const size_t n = std::min<uint64_t>(want, header_->bulk_capacity - (bulk_done_ - peer_bulk_));
   if (n == 0) return 0;
-  copy_bytes(bulk_ + at, data, n);
+  from.copy_out(bulk_ + at, 0, n);
   cells_[cells_done_ & cell_mask_].tag.store(tag_for(cells_done_, Cell::kBulk, n),
                                              std::memory_order_release);
   ++cells_done_;

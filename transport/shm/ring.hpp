@@ -92,6 +92,9 @@ class Ring {
   /// them and reports them taken as the receiver reads them; the caller then calls again with
   /// the rest of the same buffer, unchanged, until the offer is read.
   absl::StatusOr<size_t> write(const std::byte* data, size_t len, bool may_offer);
+  /// Sender: as write without offers, for the first `len` bytes of `from`, copied straight
+  /// from both of its pieces.
+  absl::StatusOr<size_t> write_gathered(const Gather& from, size_t len);
   /// Sender: lets the receiver probe this process and sets the size that makes an offer.
   void offer_single_copy(size_t single_copy_from);
 
@@ -131,6 +134,10 @@ class Ring {
   absl::Status check_cell(uint64_t tag) const;  // receiver: the tag is one a sender may write
   void try_probe(int32_t sender_pid);           // receiver: probe_single_copy's slow path
   absl::StatusOr<size_t> collect_offer(const std::byte* data, size_t len);
+  // Sender: write()'s copy into cells or the bulk ring, from one buffer or a Gather (one
+  // instance each, so that a plain send pays nothing for gathering).
+  template <typename Source>
+  absl::StatusOr<size_t> write_copy(const Source& from, size_t len);
   // Receiver: the loop under read() and read_into(). `local(src, n, at)` takes n bytes of the
   // ring; `remote(address, n, at)` copies up to n bytes of an offer and returns how many.
   template <typename Local, typename Remote>
