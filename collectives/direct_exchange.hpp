@@ -37,9 +37,9 @@ class DirectExchange {
  public:
   /// Connects to every peer and sends each our state with the first `carried` bytes of `data`
   /// (at most AgreementRound::kCarryBytes) behind it; they must stay unchanged until every
-  /// state has left. Each peer's state is expected with as
-  /// many bytes behind it, read straight to `into(rank)` where that is not null. `more`: the
-  /// caller sends more data over each link right after the state.
+  /// state has left. Each peer's state is expected with as many bytes behind it, read
+  /// straight to `into(rank)` where that is not null. `more`: the caller sends more data
+  /// over each link right after the state.
   template <typename Into>
   absl::Status start(const AlgoContext& ctx, Deadline deadline, const std::byte* data,
                      size_t carried, Into into, bool more);
