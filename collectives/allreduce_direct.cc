@@ -11,8 +11,6 @@
 // the states go alone and the ring moves the data, since reducing in rank order overwrites
 // an in-place input that later turns still need, and a copy of it would take memory on the
 // data path.
-#include <algorithm>
-
 #include "collectives/algorithm.hpp"
 #include "collectives/direct_exchange.hpp"
 #include "collectives/reduce.hpp"

@@ -130,7 +130,7 @@ class AgreementRound {
   /// instructions per call, 1-2% faster). A shorter one is copied: with the state it fits
   /// the shm cells, and filling a cell from two places costs more than the copy (64 and
   /// 256 B: 100 instructions more).
-  static constexpr size_t kInPlaceFrom = 4 * 56 - CallAgreement::kHeadBytes + 1;
+  static constexpr size_t kInPlaceFrom = 201;  // 200 B + the state: shm's four inline cells
   void carry_in_place(const std::byte* data, size_t len);
 
   /// The partner carries `len` bytes (<= kCarryBytes) after its state when the calls agree,
