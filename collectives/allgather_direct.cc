@@ -57,7 +57,7 @@ absl::Status allgather_direct(const AlgoContext& ctx, const CollectiveArgs& args
     }
     if (done) break;
     if (!*moved) *moved = place_own.step();
-    if (absl::Status s = waiter.after_pass(*moved, waiting != nullptr ? waiting : x.peer(0).pair);
+    if (absl::Status s = waiter.after_pass(*moved, waiting != nullptr ? waiting : x.waiting_on());
         !s.ok()) {
       return s;
     }

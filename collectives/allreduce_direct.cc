@@ -34,7 +34,7 @@ absl::Status allreduce_direct(const AlgoContext& ctx, const CollectiveArgs& args
     auto moved = x.trade_states(done);
     if (!moved.ok()) return moved.status();
     if (done) break;
-    if (absl::Status s = waiter.after_pass(*moved, x.peer(0).pair); !s.ok()) return s;
+    if (absl::Status s = waiter.after_pass(*moved, x.waiting_on()); !s.ok()) return s;
   }
   if (!ctx.agreement->verdict().ok()) return absl::OkStatus();  // the caller reports it
   if (!carried) {

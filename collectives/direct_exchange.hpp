@@ -51,12 +51,16 @@ class DirectExchange {
   /// One pass over the states: ours out, theirs in. Returns whether any byte moved; `done`
   /// says whether every state has left and been heard.
   absl::StatusOr<bool> trade_states(bool& done);
+  /// After trade_states: the first link whose state has not left or been heard (null when
+  /// none), the one a waiter checks for a dead peer.
+  transport::Pair* waiting_on() const { return waiting_; }
 
  private:
   DirectPeer peers_[kMostDirectRanks - 1];
   int index_of_rank_[kMostDirectRanks] = {};
   int count_ = 0;
   bool more_ = false;
+  transport::Pair* waiting_ = nullptr;
 };
 
 template <typename Into>
@@ -95,6 +99,7 @@ absl::Status DirectExchange::start(const AlgoContext& ctx, Deadline deadline,
 inline absl::StatusOr<bool> DirectExchange::trade_states(bool& done) {
   bool moved = false;
   done = true;
+  waiting_ = nullptr;
   // Ours leave on every link before we look for theirs: looking costs a cross-core miss.
   for (int i = 0; i < count_; ++i) {
     DirectPeer& t = peers_[i];
@@ -110,7 +115,10 @@ inline absl::StatusOr<bool> DirectExchange::trade_states(bool& done) {
       if (!k.ok()) return k.status();
       moved |= *k > 0;
     }
-    done &= t.round->sent() && t.round->merged();
+    if (!t.round->sent() || !t.round->merged()) {
+      done = false;
+      if (waiting_ == nullptr) waiting_ = t.pair;
+    }
   }
   return moved;
 }

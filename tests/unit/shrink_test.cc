@@ -124,6 +124,46 @@ TEST_P(ShrinkTest, ARankThatIsGoneIsDroppedAtOnce) {
   }
 }
 
+// A rank that is gone between two small calls: the survivors' direct exchange, which waits
+// on every link at once, still finds it at once (not at the timeout) on whichever link it
+// is, and they shrink and carry on.
+TEST_P(ShrinkTest, TheDirectExchangeFindsAGoneRankAtOnce) {
+  Comms comms = make_comms(4);
+  ASSERT_EQ(comms.size(), 4u);
+  auto run_direct = [&](const std::vector<int>& callers) {
+    std::vector<absl::Status> status(comms.size());
+    std::vector<absl::Duration> took(comms.size());
+    std::vector<std::thread> threads;
+    for (int r : callers) {
+      threads.emplace_back([&, r] {
+        int32_t data[8] = {r, r, r, r, r, r, r, r};
+        AllreduceOptions o;
+        o.algorithm = "direct";
+        const absl::Time start = absl::Now();
+        status[r] = comms[r]->allreduce(data, data, 8, DataType::kInt32, o);
+        took[r] = absl::Now() - start;
+      });
+    }
+    for (auto& t : threads) t.join();
+    return std::make_pair(status, took);
+  };
+  auto [first, first_took] = run_direct({0, 1, 2, 3});  // links every pair
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(first[r].ok()) << "rank " << r << ": " << first[r];
+  comms[3].reset();
+  auto [second, took] = run_direct({0, 1, 2});
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FALSE(second[r].ok()) << "rank " << r;
+    EXPECT_LT(took[r], absl::Seconds(5)) << "rank " << r << " found it by the timeout: " << second[r];
+  }
+  auto shrunk = shrink_all(comms, {0, 1, 2}, absl::Seconds(10));
+  std::vector<Communicator*> next;
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(shrunk[r].comm.ok()) << "rank " << r << ": " << shrunk[r].comm.status();
+    next.push_back(shrunk[r].comm->get());
+  }
+  expect_exact_allreduce(next, 8);
+}
+
 // A rank that never answers (stopped, stuck) is dropped once the probe times out; the lowest
 // rank is the leader, so losing rank 0 moves the leadership.
 TEST_P(ShrinkTest, ARankThatNeverAnswersIsDroppedAtTheTimeout) {
