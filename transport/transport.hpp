@@ -35,14 +35,17 @@ struct PairStats {
 /// during the call.
 using Sink = absl::FunctionRef<void(const std::byte* data, size_t len)>;
 
-/// Where the bytes of a send come from when a header and what follows it lie apart: byte i
-/// of the stream is at first + i below first_len, else at rest + (i - first_len).
-struct Gather {
-  const std::byte* first;
+/// A stream of bytes in two places, for a header and what follows it: byte i is at
+/// first + i below first_len, else at rest + (i - first_len). A Scatter says where received
+/// bytes go (Pair::recv_scatter), a Gather where the bytes of a send come from
+/// (Pair::send_gathered).
+template <typename Byte>
+struct TwoPlaces {
+  Byte* first;
   size_t first_len;
-  const std::byte* rest;
+  Byte* rest;
 
-  const std::byte* at(size_t i) const { return i < first_len ? first + i : rest + (i - first_len); }
+  Byte* at(size_t i) const { return i < first_len ? first + i : rest + (i - first_len); }
   /// How many bytes from byte i on lie contiguously at at(i).
   size_t run_from(size_t i) const { return i < first_len ? first_len - i : SIZE_MAX - i; }
   /// Copies bytes [i, i + n) of the stream to `dst`.
@@ -53,18 +56,8 @@ struct Gather {
     copy_bytes(dst + head, rest, n - head);
   }
 };
-
-/// Where received bytes go when a header and what follows it belong in different places:
-/// byte i of the stream at first + i below first_len, else at rest + (i - first_len).
-struct Scatter {
-  std::byte* first;
-  size_t first_len;
-  std::byte* rest;
-
-  std::byte* at(size_t i) const { return i < first_len ? first + i : rest + (i - first_len); }
-  /// How many bytes from byte i on lie contiguously at at(i).
-  size_t run_from(size_t i) const { return i < first_len ? first_len - i : SIZE_MAX - i; }
-};
+using Scatter = TwoPlaces<std::byte>;
+using Gather = TwoPlaces<const std::byte>;
 
 class Pair {
  public:
