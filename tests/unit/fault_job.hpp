@@ -144,23 +144,21 @@ class Job {
   }
 
   // What each child reported and printed, for a failing test's log. Progress lines are
-  // summarised (there is one per iteration).
+  // summarised by the last count they give.
   std::string logs() const {
     std::string out;
     for (const Child& c : children) {
       const std::string progress = read_file(c.out_path);
       std::string other;
-      int iterations = 0;
       for (absl::string_view line : absl::StrSplit(progress, '\n', absl::SkipEmpty())) {
-        if (absl::StartsWith(line, "iter ")) {
-          ++iterations;
-        } else {
+        if (!absl::StartsWith(line, "iter ")) {
           absl::StrAppend(&other, "  ", line, "\n");
         }
       }
       absl::StrAppend(&out, "---- rank ", c.rank, " (pid ", c.pid, "): ",
                       c.reaped ? describe_wait_status(c.status) : std::string("still running"),
-                      "; ", iterations, " allreduces completed; progress file:\n", other,
+                      "; ", parse_progress(progress).iterations,
+                      " calls completed at least; progress file:\n", other,
                       "---- rank ", c.rank, " stdout+stderr:\n", read_file(c.log_path));
     }
     return out;

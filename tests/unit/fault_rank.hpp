@@ -1,12 +1,12 @@
 // The rank side of the fault-injection test (fault_test.cc): what each rank process does,
 // and the limits and exit codes the test and its ranks share. A rank runs
 // create_from_env() (rank 0 serves the rendezvous at WEFT_COORDINATOR on a free loopback
-// port), then runs a 16 MiB collective in a loop and appends its progress to a small
-// per-rank file that the parent polls. When the first call fails, it writes one "error ..."
-// line (status code, how long the failing call took, and when it failed on
-// CLOCK_MONOTONIC, which is system-wide), shrinks, destroys the old communicator, runs the
-// collective once on the survivors, reports "shrunk ..." and "survivors-exact", and exits
-// with kExitCollectiveFailed. PR_SET_PDEATHSIG=SIGKILL and an alarm() end it whatever
+// port), then runs a 16 MiB collective (or one of WEFT_FAULT_FLOATS floats) in a loop and
+// appends its progress to a small per-rank file that the parent polls. When the first call
+// fails, it writes one "error ..." line (status code, how long the failing call took, and
+// when it failed on CLOCK_MONOTONIC, which is system-wide), shrinks, destroys the old
+// communicator, runs the collective once on the survivors, reports "shrunk ..." and
+// "survivors-exact", and exits with kExitCollectiveFailed. PR_SET_PDEATHSIG=SIGKILL and an alarm() end it whatever
 // happens to the parent.
 #pragma once
 
@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -54,7 +55,9 @@ inline constexpr int kRanks = 4;
 inline constexpr int kTimeoutSeconds = 5;                 // WEFT_TIMEOUT of every child
 inline constexpr int64_t kSlackMs = 2000;                 // on top of WEFT_TIMEOUT for the failing call
 inline constexpr size_t kFloats = size_t{4} << 20;        // 16 MiB of float32 per allreduce
-inline constexpr int kMaxIterations = 1000;               // a child's loop ends here at the latest...
+inline constexpr size_t kSmallFloats = 16;                // 64 B: the direct exchange on shm
+// A child's loop ends once it has moved 1000 large calls' worth at the latest...
+inline constexpr int64_t kMaxFloatsMoved = int64_t{1000} * kFloats;
 inline constexpr int64_t kChildRunMs = 60'000;            // ...or after this long
 inline constexpr unsigned kChildLifetimeSeconds = 120;    // alarm(): the hard backstop in each child
 inline constexpr int64_t kProgressWaitMs = 30'000;        // parent: every rank has done 2 iterations
@@ -91,31 +94,33 @@ inline void sleep_ms(int ms) {
 inline float input_value(size_t i, int rank) { return static_cast<float>(i % 1024 + static_cast<size_t>(rank)); }
 
 // Allgather sends only this rank's block of `send`, at global indices, so its result is
-// input_value(i, owner of i); the other collectives send all of it.
+// input_value(i, owner of i); the other collectives send all of it. `send` holds the
+// call's element count (kFloats, or WEFT_FAULT_FLOATS).
 inline void fill_input(std::vector<float>& send, int rank) {
   for (size_t i = 0; i < send.size(); ++i) send[i] = input_value(i, rank);
 }
 
-// One call of `collective` on `comm`; allgather moves (about) the same 16 MiB in all.
+// One call of `collective` on `comm` over in.size() floats; allgather moves (about) as much
+// in all.
 inline absl::Status run_collective(Communicator& comm, const std::string& collective,
                             std::vector<float>& in, std::vector<float>& out) {
   const auto rank = static_cast<size_t>(comm.rank());
   if (collective == "allgather") {
-    const size_t block = kFloats / static_cast<size_t>(comm.size());
+    const size_t block = in.size() / static_cast<size_t>(comm.size());
     return comm.allgather(in.data() + rank * block, out.data(), block, DataType::kFloat32);
   }
   if (collective == "broadcast") {
-    return comm.broadcast(in.data(), out.data(), kFloats, DataType::kFloat32);
+    return comm.broadcast(in.data(), out.data(), in.size(), DataType::kFloat32);
   }
-  return comm.allreduce(in.data(), out.data(), kFloats, DataType::kFloat32);
+  return comm.allreduce(in.data(), out.data(), in.size(), DataType::kFloat32);
 }
 
 // Whether `out` holds the exact result of run_collective on `size` ranks; reports the first
 // wrong element.
 inline bool check_result(int fd, int rank, int size, const std::string& collective,
                   const std::vector<float>& out) {
-  const size_t block = kFloats / static_cast<size_t>(size);
-  const size_t n = collective == "allgather" ? block * static_cast<size_t>(size) : kFloats;
+  const size_t block = out.size() / static_cast<size_t>(size);
+  const size_t n = collective == "allgather" ? block * static_cast<size_t>(size) : out.size();
   for (size_t i = 0; i < n; ++i) {
     float want;
     if (collective == "allgather") {
@@ -177,14 +182,20 @@ inline bool check_result(int fd, int rank, int size, const std::string& collecti
   }
   std::unique_ptr<Communicator> comm = *std::move(created);
   const std::string collective = weft::read_env("WEFT_FAULT_COLLECTIVE").value_or("allreduce");
+  size_t floats = kFloats;
+  if (auto f = weft::read_env("WEFT_FAULT_FLOATS"); f && !absl::SimpleAtoi(*f, &floats)) {
+    std::fprintf(stderr, "fault child %d: WEFT_FAULT_FLOATS=%s is not a count\n", rank, f->c_str());
+    child_exit(fd, kExitSetup);
+  }
   // Allocated and touched once, before the loop.
-  std::vector<float> send(kFloats), recv(kFloats, -1.0f);
+  std::vector<float> send(floats), recv(floats, -1.0f);
   fill_input(send, rank);
   dprintf(fd, "ready pid=%d\n", static_cast<int>(getpid()));
 
   const int64_t stop_at = mono_ms() + kChildRunMs;
+  const int64_t max_iterations = kMaxFloatsMoved / static_cast<int64_t>(std::max<size_t>(floats, 1));
   int iter = 0;
-  for (; iter < kMaxIterations && mono_ms() < stop_at; ++iter) {
+  for (; iter < max_iterations && mono_ms() < stop_at; ++iter) {
     const int64_t t0 = mono_ns();
     absl::Status s = run_collective(*comm, collective, send, recv);
     const int64_t t1 = mono_ns();
@@ -228,7 +239,10 @@ inline bool check_result(int fd, int rank, int size, const std::string& collecti
     if (iter == 0 && !check_result(fd, rank, comm->size(), collective, recv)) {
       child_exit(fd, kExitWrongResult);
     }
-    dprintf(fd, "iter %d\n", iter + 1);
+    // Small calls run ~10^5 times a second: after the first few, progress is written at
+    // powers of two only, so the file stays small and the writes do not pace the loop.
+    const int done = iter + 1;
+    if (done <= kItersBeforeKill || (done & (done - 1)) == 0) dprintf(fd, "iter %d\n", done);
   }
   dprintf(fd, "finished iters=%d\n", iter);
   comm.reset();

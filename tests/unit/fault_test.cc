@@ -1,6 +1,8 @@
 // Fault injection: SIGKILL or SIGSTOP one rank of a 4-rank job in the middle of a large
-// allreduce, allgather or broadcast and check that every surviving rank's call returns an
-// error (Unavailable or DeadlineExceeded) within WEFT_TIMEOUT, that the survivors then shrink
+// allreduce, allgather or broadcast (or a loop of 64-byte ones, which take the direct
+// exchange on shm) and check that every surviving rank's call returns an error
+// (Unavailable or DeadlineExceeded) within WEFT_TIMEOUT (a SIGKILLed rank well before it:
+// the transports see it gone, so no survivor may sit out its deadline), that the survivors then shrink
 // to a 3-rank communicator without the victim and get an exact result from the same
 // collective on it, and that the job leaves no shared-memory ring behind. A stopped rank never closes
 // anything, so only the deadline can end the survivors' wait: that is what SIGSTOP tests.
@@ -36,10 +38,11 @@ struct FaultCase {
   int victim;
   int signal = SIGKILL;  // SIGKILL: the rank dies; SIGSTOP: it hangs, holding its links open
   const char* collective = "allreduce";
+  size_t floats = kFloats;  // per call
 };
 std::string case_name(const FaultCase& c) {
   return absl::StrCat(c.transport, c.signal == SIGSTOP ? "_stop_rank" : "_kill_rank", c.victim,
-                      "_", c.collective);
+                      "_", c.collective, c.floats == kFloats ? "" : absl::StrCat("_", c.floats * 4, "B"));
 }
 // ctest's test names carry this (gtest_discover_tests appends GetParam()'s printout); without
 // it they would show the struct's raw bytes, pointer and padding included.
@@ -95,6 +98,7 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
                             absl::StrCat("WEFT_COORDINATOR=", coordinator),
                             absl::StrCat("WEFT_TRANSPORT=", fc.transport),
                             absl::StrCat("WEFT_FAULT_COLLECTIVE=", fc.collective),
+                            absl::StrCat("WEFT_FAULT_FLOATS=", fc.floats),
                             absl::StrCat("WEFT_TIMEOUT=", kTimeoutSeconds),
                             "WEFT_SOCKET_IFNAME=lo"});
     ASSERT_TRUE(pid.ok()) << pid.status();
@@ -102,7 +106,7 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
     job.children.push_back(c);
   }
 
-  // 1. Wait until every rank has completed kItersBeforeKill allreduces: links are open, the
+  // 1. Wait until every rank has completed kItersBeforeKill calls: links are open, the
   //    data flows, and each rank is inside (or about to enter) the next allreduce.
   const int64_t progress_deadline = mono_ms() + kProgressWaitMs;
   while (true) {
@@ -113,7 +117,7 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
     }
     if (ready == kRanks) break;
     ASSERT_LT(mono_ms(), progress_deadline)
-        << "not every rank completed " << kItersBeforeKill << " allreduces within "
+        << "not every rank completed " << kItersBeforeKill << " calls within "
         << kProgressWaitMs << " ms";
     sleep_ms(2);
   }
@@ -147,9 +151,9 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
   }
 
   // 4. Verdicts, one per survivor, plus a line of timings for the log.
-  std::printf("[ fault    ] transport=%s %s: %s rank %d (pid %d) at iteration %d\n",
+  std::printf("[ fault    ] transport=%s %s: %s rank %d (pid %d) after %d calls or more\n",
               fc.transport, fc.collective, fc.signal == SIGSTOP ? "stopped" : "killed",
-              victim.rank, static_cast<int>(victim.pid), iters_at_kill[victim.rank] + 1);
+              victim.rank, static_cast<int>(victim.pid), iters_at_kill[victim.rank]);
   const int64_t limit_ms = kTimeoutSeconds * 1000 + kSlackMs;
   for (Child& c : job.children) {
     if (c.rank == victim.rank) continue;
@@ -188,6 +192,12 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
                                  << " ms (WEFT_TIMEOUT=" << kTimeoutSeconds << " s)";
     EXPECT_LE(detect_ms, limit_ms) << "rank " << c.rank << " failed " << detect_ms
                                    << " ms after the kill";
+    // A dead peer is seen by a liveness check (closed rings, kill(pid, 0), a reset socket)
+    // within milliseconds. Failing only at the deadline means a wait looked at the wrong link.
+    if (fc.signal == SIGKILL) {
+      EXPECT_LT(detect_ms, kTimeoutSeconds * 1000 / 2)
+          << "rank " << c.rank << " noticed the killed rank only near its deadline";
+    }
     EXPECT_GE(failed_iter, kItersBeforeKill) << "rank " << c.rank << " failed before the kill";
     EXPECT_TRUE(p.destroyed) << "rank " << c.rank << " did not finish destroying its communicator";
     // Shrink: every survivor drops exactly the victim, keeps its order, and the call on the
@@ -243,7 +253,10 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"tcp", 0}, FaultCase{"shm", 1, SIGKILL, "allgather"},
                       FaultCase{"tcp", 1, SIGKILL, "allgather"},
                       FaultCase{"shm", 3, SIGKILL, "broadcast"},
-                      FaultCase{"tcp", 3, SIGKILL, "broadcast"}),
+                      FaultCase{"tcp", 3, SIGKILL, "broadcast"},
+                      FaultCase{"shm", 1, SIGKILL, "allreduce", kSmallFloats},
+                      FaultCase{"shm", 2, SIGKILL, "allgather", kSmallFloats},
+                      FaultCase{"tcp", 1, SIGKILL, "allreduce", kSmallFloats}),
     [](const ::testing::TestParamInfo<FaultCase>& info) { return case_name(info.param); });
 
 // A stopped rank keeps its sockets and rings open: only the survivors' deadlines end it.
