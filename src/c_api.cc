@@ -121,6 +121,20 @@ absl::StatusOr<weft::ReduceOp> to_op(const char* what, const weftRedOp_t& in) {
   return static_cast<weft::ReduceOp>(v);
 }
 
+// A reducing call's type and op, converted: the first that is unknown is the error.
+struct TypeAndOp {
+  weft::DataType type;
+  weft::ReduceOp op;
+};
+absl::StatusOr<TypeAndOp> to_type_and_op(const char* what, const weftDataType_t& datatype,
+                                         const weftRedOp_t& op) {
+  auto type = to_type(what, datatype);
+  if (!type.ok()) return type.status();
+  auto reduce_op = to_op(what, op);
+  if (!reduce_op.ok()) return reduce_op.status();
+  return TypeAndOp{*type, *reduce_op};
+}
+
 // What every collective checks first: a live handle, then a NULL stream.
 weftResult_t check_call(weftComm* comm, const char* what, const void* stream) {
   if (!is_live(comm)) return bad_handle(comm, what);
@@ -243,13 +257,11 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   const char* what = "weftAllReduce";
   if (weftResult_t r = check_call(comm, what, stream); r != weftSuccess) return r;
   return guarded(comm, what, [&]() -> absl::Status {
-    auto type = to_type(what, datatype);
-    if (!type.ok()) return type.status();
-    auto reduce_op = to_op(what, op);
-    if (!reduce_op.ok()) return reduce_op.status();
+    auto in = to_type_and_op(what, datatype, op);
+    if (!in.ok()) return in.status();
     weft::AllreduceOptions options;
-    options.op = *reduce_op;
-    return comm->comm->allreduce(sendbuff, recvbuff, count, *type, options);
+    options.op = in->op;
+    return comm->comm->allreduce(sendbuff, recvbuff, count, in->type, options);
   });
 }
 
@@ -270,13 +282,11 @@ weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   const char* what = "weftReduceScatter";
   if (weftResult_t r = check_call(comm, what, stream); r != weftSuccess) return r;
   return guarded(comm, what, [&]() -> absl::Status {
-    auto type = to_type(what, datatype);
-    if (!type.ok()) return type.status();
-    auto reduce_op = to_op(what, op);
-    if (!reduce_op.ok()) return reduce_op.status();
+    auto in = to_type_and_op(what, datatype, op);
+    if (!in.ok()) return in.status();
     weft::ReduceScatterOptions options;
-    options.op = *reduce_op;
-    return comm->comm->reduce_scatter(sendbuff, recvbuff, recvcount, *type, options);
+    options.op = in->op;
+    return comm->comm->reduce_scatter(sendbuff, recvbuff, recvcount, in->type, options);
   });
 }
 
