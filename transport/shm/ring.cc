@@ -21,6 +21,9 @@ constexpr uint64_t kCells = 1024;
 // of at most 64 KiB so the receiver can start on a large message before it is all written.
 constexpr size_t kInlineLimit = 4 * Cell::kInlineBytes;
 constexpr size_t kBulkStretch = 64 * 1024;
+// How much of the bulk ring's next stretch a waiting receiver pulls in ahead of the tag:
+// a small message's worth (2-rank allgather of 2 KiB and less).
+constexpr size_t kPrefetchBulkBytes = 1024;
 // One buffer, read as a Gather is (Ring::write_copy).
 struct Contiguous {
   const std::byte* data;
@@ -273,6 +276,18 @@ absl::StatusOr<size_t> Ring::write_copy(const Source& from, size_t len) {
   return n;
 }
 
+// Prefetches never fault and do not stall: the poll loop issues them again on every empty
+// pass, and a line already here costs nothing. A line the sender then writes is invalidated
+// here and fetched anew by the next pass, while the sender is still on its way to the tag.
+void Ring::prefetch_next_message() const {
+  for (uint64_t i = 1; i < kInlineLimit / Cell::kInlineBytes; ++i) {
+    __builtin_prefetch(&cells_[(cells_done_ + i) & cell_mask_]);
+  }
+  const uint64_t at = bulk_done_ & bulk_mask_;
+  const size_t bytes = std::min<uint64_t>(kPrefetchBulkBytes, bulk_mask_ + 1 - at);
+  for (size_t i = 0; i < bytes; i += sizeof(Cell)) __builtin_prefetch(bulk_ + at + i);
+}
+
 template <typename Local, typename Remote>
 absl::StatusOr<size_t> Ring::consume(size_t max, Local local, Remote remote) {
   size_t given = 0;
@@ -280,7 +295,10 @@ absl::StatusOr<size_t> Ring::consume(size_t max, Local local, Remote remote) {
   while (given < max) {
     Cell& cell = cells_[cells_done_ & cell_mask_];
     const uint64_t tag = cell.tag.load(std::memory_order_acquire);
-    if (!written(cells_done_, tag)) break;
+    if (!written(cells_done_, tag)) {
+      if (given == 0) prefetch_next_message();
+      break;
+    }
     const size_t bytes = tag & Cell::kBytesMask;
     // Checked once per cell, when its first byte is taken: a stretch starts where bulk_done_
     // stands then.

@@ -131,6 +131,13 @@ class Ring {
   void map_layout();  // sets cells_, bulk_ and the masks from the header
   void release();     // unmaps (and removes the name if nobody attached)
   bool cell_free();   // sender: whether the next cell may be written
+  // Receiver, finding the next cell empty: pulls in the lines the next small message will
+  // fill (the cells after it, the start of the next bulk stretch), so that they cross cores
+  // while we poll instead of after the tag has. Else reading a message costs two cross-core
+  // misses in a row. 2-rank allgather, alternating runs: 256 B 0.48 -> 0.37 us and 512 B
+  // 0.49 -> 0.43 us when this machine's cores are far apart, 0.17 -> 0.15 and 0.163 -> 0.159
+  // us when they are near; 8 B allreduce, 64 B-1 MiB allgather and 4 ranks unchanged.
+  void prefetch_next_message() const;
   absl::Status check_cell(uint64_t tag) const;  // receiver: the tag is one a sender may write
   void try_probe(int32_t sender_pid);           // receiver: probe_single_copy's slow path
   absl::StatusOr<size_t> collect_offer(const std::byte* data, size_t len);
