@@ -1,4 +1,4 @@
-// Direct allreduce, for small vectors on a power-of-two number of ranks (4 to 16) over shm:
+// Direct allreduce, for small vectors on 3 to 16 ranks over shm:
 // every rank sends its vector to every other rank at once, then reduces all N of them, one
 // exchange instead of recursive doubling's log2(N) (collectives/direct_exchange.hpp).
 //

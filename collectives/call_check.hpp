@@ -38,6 +38,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -98,6 +99,16 @@ struct CallAgreement {
  private:
   absl::Status mismatch() const;
 };
+
+/// Whether the call check's rounds (agree(), and the algorithms that carry them) link ring
+/// positions p and q of n: below the largest power of two, positions one bit apart; above
+/// it, each extra with the position that power of two below it. Each such link carries one
+/// state each way; the rest carry none unless a direct exchange took part.
+inline bool rounds_link(int p, int q, int n) {
+  const int pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
+  const int d = p ^ q;
+  return p < pow2 && q < pow2 ? std::has_single_bit(static_cast<unsigned>(d)) : d == pow2;
+}
 
 /// Runs the agreement rounds on their own, merging into `known` (which starts as this rank's
 /// own signature); afterwards known.verdict() is the same on every rank.

@@ -67,7 +67,7 @@ absl::Status agree(const AlgoContext& ctx, CallAgreement& known, Deadline deadli
 absl::Status trade_states_off_the_rounds(const AlgoContext& ctx, CallAgreement& known,
                                          Deadline deadline) {
   const int n = ctx.size;
-  if (n > kMostDirectRanks || (n & (n - 1)) != 0) {
+  if (n > kMostDirectRanks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "malformed call check: it says a direct exchange took part, which ", n,
         " ranks do not run"));
@@ -75,16 +75,17 @@ absl::Status trade_states_off_the_rounds(const AlgoContext& ctx, CallAgreement& 
   const Schedule& ring = *ctx.schedule;
   const int p = ring.position_of(ctx.rank);
   Waiter waiter("the call check, with the ranks of a direct exchange", deadline);
-  // The rounds' partners sit at distances 1, 2, 4, ...: one state each way on every other
-  // link. Each round here starts from all this rank knows.
+  // One state each way on every link the rounds leave unused, taken by XOR distance as the
+  // direct exchange takes them. Each round here starts from all this rank knows.
   struct Off {
     transport::Pair* pair = nullptr;
     std::optional<AgreementRound> round;
   } off[kMostDirectRanks];
   int count = 0;
-  for (int d = 3; d < n; ++d) {
-    if ((d & (d - 1)) == 0) continue;
-    auto pair = ctx.links->link(ring.rank_at(p ^ d), deadline);
+  for (int d = 1; d < 2 * n; ++d) {
+    const int q = p ^ d;
+    if (q >= n || rounds_link(p, q, n)) continue;
+    auto pair = ctx.links->link(ring.rank_at(q), deadline);
     if (!pair.ok()) return pair.status();
     off[count].pair = *pair;
     off[count++].round.emplace(known, n);

@@ -8,12 +8,14 @@
 // calls differ; then those that ran the check's rounds answer over the links the rounds leave
 // unused (trade_states_off_the_rounds, collectives/call_check.hpp).
 //
-// Peers are taken by XOR distance on ring positions, the rounds' partners (1, 2, 4, ...)
-// first: a link is made when both ends ask for it, and ranks running the rounds ask for the
-// other links only after them, so their partners' states must leave first. Every rank takes
-// the distances in the same order, so no two wait on each other's link.
+// The rounds' partners come first, in the rounds' own order (an extra's partner, then XOR
+// distances 1, 2, 4, ...; collectives/call_check.hpp: rounds_link): a link is made when both
+// ends ask for it, and ranks running the rounds ask for the other links only after them, so
+// their partners' states must leave first. The other peers follow by XOR distance, in the
+// same order on every rank, so no two wait on each other's link.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <optional>
 
@@ -75,23 +77,28 @@ absl::Status DirectExchange::start(const AlgoContext& ctx, Deadline deadline,
   more_ = more;
   const Schedule& ring = *ctx.schedule;
   const int p = ring.position_of(ctx.rank);
-  for (bool partners : {true, false}) {
-    for (int d = 1; d < n; ++d) {
-      if (((d & (d - 1)) == 0) != partners) continue;
-      DirectPeer& t = peers_[count_];
-      t.rank = ring.rank_at(p ^ d);
-      index_of_rank_[t.rank] = count_++;
-      auto pair = ctx.links->link(t.rank, deadline);
-      if (!pair.ok()) return pair.status();
-      t.pair = *pair;
-      AgreementRound& round = t.round.emplace(*ctx.agreement, n);
-      if (carried > 0) {
-        round.expect_carried(carried, into(t.rank));
-        round.carry_in_place(data, carried);
-        t.sent = carried;
-      }
-      if (auto s = round.send(*t.pair, more); !s.ok()) return s.status();
+  const int pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
+  int order[kMostDirectRanks - 1];  // ring positions, in the rounds' order, then the rest
+  int k = 0;
+  if ((p ^ pow2) < n) order[k++] = p ^ pow2;  // the extra, or the extra's partner
+  for (int d = 1; p < pow2 && d < pow2; d *= 2) order[k++] = p ^ d;
+  for (int d = 1; d < 2 * n; ++d) {
+    if ((p ^ d) < n && !rounds_link(p, p ^ d, n)) order[k++] = p ^ d;
+  }
+  for (int i = 0; i < k; ++i) {
+    DirectPeer& t = peers_[count_];
+    t.rank = ring.rank_at(order[i]);
+    index_of_rank_[t.rank] = count_++;
+    auto pair = ctx.links->link(t.rank, deadline);
+    if (!pair.ok()) return pair.status();
+    t.pair = *pair;
+    AgreementRound& round = t.round.emplace(*ctx.agreement, n);
+    if (carried > 0) {
+      round.expect_carried(carried, into(t.rank));
+      round.carry_in_place(data, carried);
+      t.sent = carried;
     }
+    if (auto s = round.send(*t.pair, more); !s.ok()) return s.status();
   }
   return absl::OkStatus();
 }

@@ -28,8 +28,8 @@ const std::vector<Algorithm>& all_algorithms() {
        /*needs_two_ranks=*/true},
       {"direct", CollectiveKind::kAllreduce,
        "every rank sends its vector to every other at once and reduces all N in rank order, "
-       "one exchange; small vectors, power-of-two N up to 16 over shm",
-       allreduce_direct, /*needs_power_of_two_ranks=*/true, /*carries_agreement=*/true,
+       "one exchange; small vectors, N up to 16 over shm",
+       allreduce_direct, /*needs_power_of_two_ranks=*/false, /*carries_agreement=*/true,
        /*needs_two_ranks=*/false, /*checks_every_rank=*/true},
       {"ring", CollectiveKind::kAllgather, "each block streams once around the ring", allgather_ring},
       {"recursive_doubling", CollectiveKind::kAllgather,
@@ -38,8 +38,8 @@ const std::vector<Algorithm>& all_algorithms() {
        /*carries_agreement=*/true},
       {"direct", CollectiveKind::kAllgather,
        "every rank sends its block to every other at once, one exchange; small blocks, "
-       "power-of-two N up to 16 over shm",
-       allgather_direct, /*needs_power_of_two_ranks=*/true, /*carries_agreement=*/true,
+       "N up to 16 over shm",
+       allgather_direct, /*needs_power_of_two_ranks=*/false, /*carries_agreement=*/true,
        /*needs_two_ranks=*/false, /*checks_every_rank=*/true},
       {"ring", CollectiveKind::kReduceScatter,
        "N-1 streamed steps of receive, reduce, forward around the ring", reduce_scatter_ring},
@@ -138,17 +138,19 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
   // tcp each is a system call and a packet, and across 4 virtual-cluster hosts recursive
   // doubling's 2 took 55-60 us to the direct exchange's 62-93 (allreduce and allgather,
   // 8-512 B).
-  const bool direct = shm_only && power_of_two && nranks > 2 && nranks <= kMostDirectRanks &&
+  const bool direct = shm_only && nranks > 2 && nranks <= kMostDirectRanks &&
                       bytes <= small_message_bytes;
   if (kind == CollectiveKind::kAllreduce && direct && bytes <= AgreementRound::kCarryBytes) {
     return direct_allreduce;
   }
   if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) return small_allreduce;
   if (kind == CollectiveKind::kAllreduce && nranks == 2 && shm_only) return pair_allreduce;
+  if (kind == CollectiveKind::kAllgather && direct &&
+      bytes / static_cast<size_t>(nranks) <= AgreementRound::kCarryBytes) {
+    return direct_allgather;
+  }
   if (kind == CollectiveKind::kAllgather && power_of_two && bytes <= small_message_bytes) {
-    return direct && bytes / static_cast<size_t>(nranks) <= AgreementRound::kCarryBytes
-               ? direct_allgather
-               : small_allgather;
+    return small_allgather;
   }
   // `bytes` is one rank's block here; the recursive doubling moves all N of them, the
   // halving (N-1) in all, and needs a power of two.

@@ -197,7 +197,8 @@ struct Mismatch {
 };
 
 // Transport, mismatch, rank count: at 3 ranks the odd rank (2) is an "extra" of the
-// recursive-doubling rounds, which hands its state over and hears the verdict back.
+// recursive-doubling rounds, which hands its state over and hears the verdict back; at 6 it
+// is rank 5, the extra of rank 1, while ranks 0 and 1 each have one.
 class CallCheckTest
     : public ::testing::TestWithParam<std::tuple<const char*, Mismatch, int>> {};
 
@@ -208,7 +209,7 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
   ScopedEnv env("WEFT_TRANSPORT", transport);
   Comms comms = make_comms(ranks);
   ASSERT_EQ(comms.size(), static_cast<size_t>(ranks));
-  constexpr int kOdd = 2;
+  const int odd_rank = ranks == 6 ? 5 : 2;
   std::vector<absl::Status> first(ranks), second(ranks);
   std::vector<absl::Duration> took(ranks);
   std::vector<std::thread> threads;
@@ -217,7 +218,7 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
       std::vector<float> buf(kCount * ranks, 1.0f);
       first[r] = comms[r]->allreduce(buf.data(), buf.data(), kCount, DataType::kFloat32);
       const absl::Time start = absl::Now();
-      second[r] = mismatch.call(*comms[r], r == kOdd, buf);
+      second[r] = mismatch.call(*comms[r], r == odd_rank, buf);
       took[r] = absl::Now() - start;
     });
   }
@@ -228,7 +229,7 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
     SCOPED_TRACE(std::string(second[r].message()));
     EXPECT_THAT(second[r].message(), HasSubstr("ranks disagree on the collective call"));
     EXPECT_THAT(second[r].message(), HasSubstr(mismatch.expect));
-    EXPECT_THAT(second[r].message(), HasSubstr(absl::StrCat("rank ", kOdd, " made")));
+    EXPECT_THAT(second[r].message(), HasSubstr(absl::StrCat("rank ", odd_rank, " made")));
     // The same words on every rank, after the "rank N: " prefix that says who reports it.
     EXPECT_EQ(second[r].message().substr(second[r].message().find(':')),
               second[0].message().substr(second[0].message().find(':')));
@@ -236,10 +237,10 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
   }
 }
 
-// The direct exchange by name where it runs (a power-of-two rank count), else the choice.
-AllgatherOptions direct(const Communicator& c) {
+// The direct exchange by name: over tcp it runs only so.
+AllgatherOptions direct() {
   AllgatherOptions o;
-  if ((c.size() & (c.size() - 1)) == 0) o.algorithm = "direct";
+  o.algorithm = "direct";
   return o;
 }
 
@@ -336,47 +337,47 @@ const Mismatch kMismatches[] = {
        return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32);
      },
      "made call #1: barrier"},
-    // The direct exchange, forced where it runs (4 ranks: a power of two), sends its state
-    // to every peer and waits for one from each: here against ranks that run the rounds (a
-    // larger count, another collective), as the odd rank and as the others, and against
-    // itself. Over shm small calls take it anyway; over tcp only by name.
+    // The direct exchange, forced by name, sends its state to every peer and waits for one
+    // from each: here against ranks that run the rounds (a larger count, another
+    // collective), as the odd rank and as the others, and against itself. Over shm small
+    // calls take it anyway; over tcp only by name.
     {"direct_count",
      [](Communicator& c, bool odd, std::vector<float>& b) {
        static thread_local std::vector<float> out(16 * 9);
-       return c.allgather(b.data(), out.data(), odd ? 9 : 8, DataType::kFloat32, direct(c));
+       return c.allgather(b.data(), out.data(), odd ? 9 : 8, DataType::kFloat32, direct());
      },
      "allgather of 9 float"},
     {"direct_against_rounds",
      [](Communicator& c, bool odd, std::vector<float>& b) {
        if (odd) return c.allgather(b.data(), b.data() + kCount, 200, DataType::kFloat32);
-       return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct(c));
+       return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct());
      },
      "allgather of 200 float"},
     {"rounds_against_direct",
      [](Communicator& c, bool odd, std::vector<float>& b) {
-       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct(c));
+       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct());
        return c.allgather(b.data(), b.data() + kCount, 200, DataType::kFloat32);
      },
      "allgather of 8 float"},
     {"direct_against_ring",  // the ring runs the rounds on their own first
      [](Communicator& c, bool odd, std::vector<float>& b) {
-       constexpr size_t kRing = 5000;  // 4 x 20 KB: past the small-message size
-       static thread_local std::vector<float> in(kRing, 1.0f), out(4 * kRing);
-       if (odd) return c.allgather(in.data(), out.data(), 4, DataType::kFloat32, direct(c));
+       constexpr size_t kRing = 5000;  // 3-6 x 20 KB: past the small-message size
+       static thread_local std::vector<float> in(kRing, 1.0f), out(6 * kRing);
+       if (odd) return c.allgather(in.data(), out.data(), 4, DataType::kFloat32, direct());
        return c.allgather(in.data(), out.data(), kRing, DataType::kFloat32);
      },
      "allgather of 4 float"},
     {"direct_allreduce_against_rounds",  // "carried_against_sent" the other way round
      [](Communicator& c, bool odd, std::vector<float>& b) {
        AllreduceOptions o;
-       o.algorithm = direct(c).algorithm;
+       o.algorithm = direct().algorithm;
        if (odd) return c.allreduce(b.data(), b.data(), 8, DataType::kFloat32, o);
        return c.allreduce(b.data(), b.data(), kCount, DataType::kFloat32);
      },
      "allreduce of 8 float"},
     {"direct_against_allreduce",
      [](Communicator& c, bool odd, std::vector<float>& b) {
-       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct(c));
+       if (odd) return c.allgather(b.data(), b.data() + kCount, 8, DataType::kFloat32, direct());
        return c.allreduce(b.data(), b.data(), 8, DataType::kFloat32);
      },
      "allgather of 8 float"},
@@ -390,7 +391,7 @@ const Mismatch kMismatches[] = {
 INSTANTIATE_TEST_SUITE_P(
     Mismatches, CallCheckTest,
     ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::ValuesIn(kMismatches),
-                       ::testing::Values(3, 4)),
+                       ::testing::Values(3, 4, 6)),
     [](const auto& info) {
       return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_np" +
              std::to_string(std::get<2>(info.param));

@@ -39,13 +39,15 @@ TEST(Registry, AllreduceChoiceFollowsSizeRanksAndLinks) {
   constexpr auto kAr = CollectiveKind::kAllreduce;
   EXPECT_EQ(chosen(kAr, 8, 2, true), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, kSmall, 4, false), "recursive_doubling");
-  // What rides with the call check's state, on 4 to 16 ranks over shm: the direct exchange.
+  // What rides with the call check's state, on 3 to 16 ranks over shm: the direct exchange.
   EXPECT_EQ(chosen(kAr, 488, 4, true), "direct");
   EXPECT_EQ(chosen(kAr, 8, 16, true), "direct");
+  EXPECT_EQ(chosen(kAr, 8, 3, true), "direct");
+  EXPECT_EQ(chosen(kAr, 8, 6, true), "direct");
   EXPECT_EQ(chosen(kAr, 8, 4, false), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, 489, 4, true), "recursive_doubling");
   EXPECT_EQ(chosen(kAr, 8, 32, true), "recursive_doubling");
-  EXPECT_EQ(chosen(kAr, 8, 6, true), "recursive_doubling");
+  EXPECT_EQ(chosen(kAr, 8, 6, false), "recursive_doubling");
   // Two ranks over shm, above the small size: the push.
   EXPECT_EQ(chosen(kAr, kSmall + 1, 2, true), "push");
   EXPECT_EQ(chosen(kAr, 256 * kMiB, 2, true), "push");
@@ -57,7 +59,7 @@ TEST(Registry, AllreduceChoiceFollowsSizeRanksAndLinks) {
 
 TEST(Registry, OtherCollectivesChooseBySize) {
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4096, 4, true), "recursive_doubling");
-  // Blocks that ride with the call check's state, on 4 to 16 ranks over shm: the direct
+  // Blocks that ride with the call check's state, on 3 to 16 ranks over shm: the direct
   // exchange.
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 488, 4, true), "direct");
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4 * 488, 4, false), "recursive_doubling");
@@ -65,8 +67,10 @@ TEST(Registry, OtherCollectivesChooseBySize) {
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 16 * 64, 16, true), "direct");
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 32 * 64, 32, true), "recursive_doubling");
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, 64, 2, true), "recursive_doubling");
-  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 64, 6, true), "ring");
-  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4096, 3, true), "ring");  // needs a power of two
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 64, 6, true), "direct");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 3 * 488, 3, true), "direct");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 64, 6, false), "ring");
+  EXPECT_EQ(chosen(CollectiveKind::kAllgather, 4096, 3, true), "ring");  // doubling needs 2^k
   EXPECT_EQ(chosen(CollectiveKind::kAllgather, kMiB, 4, true), "ring");
   // reduce_scatter's bytes are one rank's block: recursive doubling moves all N of them.
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, kSmall / 4, 4, true), "recursive_halving");
