@@ -110,6 +110,17 @@ inline bool rounds_link(int p, int q, int n) {
   return p < pow2 && q < pow2 ? std::has_single_bit(static_cast<unsigned>(d)) : d == pow2;
 }
 
+/// The ring positions that position p of n reaches off the rounds' links, by XOR distance:
+/// the order in which both a direct exchange and trade_states_off_the_rounds ask for those
+/// links, the same on every rank. Writes them to `out` (room for n - 1); returns the count.
+inline int positions_off_the_rounds(int p, int n, int* out) {
+  int k = 0;
+  for (int d = 1; d < 2 * n; ++d) {
+    if ((p ^ d) < n && !rounds_link(p, p ^ d, n)) out[k++] = p ^ d;
+  }
+  return k;
+}
+
 /// Runs the agreement rounds on their own, merging into `known` (which starts as this rank's
 /// own signature); afterwards known.verdict() is the same on every rank.
 absl::Status agree(const AlgoContext& ctx, CallAgreement& known, Deadline deadline);

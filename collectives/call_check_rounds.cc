@@ -81,14 +81,13 @@ absl::Status trade_states_off_the_rounds(const AlgoContext& ctx, CallAgreement& 
     transport::Pair* pair = nullptr;
     std::optional<AgreementRound> round;
   } off[kMostDirectRanks];
-  int count = 0;
-  for (int d = 1; d < 2 * n; ++d) {
-    const int q = p ^ d;
-    if (q >= n || rounds_link(p, q, n)) continue;
-    auto pair = ctx.links->link(ring.rank_at(q), deadline);
+  int positions[kMostDirectRanks];
+  const int count = positions_off_the_rounds(p, n, positions);
+  for (int i = 0; i < count; ++i) {
+    auto pair = ctx.links->link(ring.rank_at(positions[i]), deadline);
     if (!pair.ok()) return pair.status();
-    off[count].pair = *pair;
-    off[count++].round.emplace(known, n);
+    off[i].pair = *pair;
+    off[i].round.emplace(known, n);
   }
   for (;;) {
     bool moved = false;

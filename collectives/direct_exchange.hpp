@@ -82,9 +82,7 @@ absl::Status DirectExchange::start(const AlgoContext& ctx, Deadline deadline,
   int k = 0;
   if ((p ^ pow2) < n) order[k++] = p ^ pow2;  // the extra, or the extra's partner
   for (int d = 1; p < pow2 && d < pow2; d *= 2) order[k++] = p ^ d;
-  for (int d = 1; d < 2 * n; ++d) {
-    if ((p ^ d) < n && !rounds_link(p, p ^ d, n)) order[k++] = p ^ d;
-  }
+  k += positions_off_the_rounds(p, n, order + k);
   for (int i = 0; i < k; ++i) {
     DirectPeer& t = peers_[count_];
     t.rank = ring.rank_at(order[i]);
