@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "tests/unit/scoped_env.hpp"
 #include "weft/weft.hpp"
+#include "tests/unit/stopwatch.hpp"
 
 namespace weft {
 namespace {
@@ -212,9 +213,9 @@ TEST(TwoRanks, AbortFromAnotherThreadEndsAStuckCollective) {
   absl::Status stuck;
   absl::Duration took;
   std::thread caller([&] {
-    const absl::Time start = absl::Now();
+    const weft::testing::Stopwatch start;
     stuck = comms[0]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32);
-    took = absl::Now() - start;
+    took = start.elapsed();
   });
   absl::SleepFor(absl::Milliseconds(300));  // rank 1 never calls: rank 0 waits
   comms[0]->abort();
@@ -226,11 +227,11 @@ TEST(TwoRanks, AbortFromAnotherThreadEndsAStuckCollective) {
   // Rank 1 never linked to rank 0, so it learns of the abort only from its own deadline.
   AllreduceOptions short_wait;
   short_wait.timeout = absl::Seconds(1);
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   const absl::Status late =
       comms[1]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, short_wait);
   EXPECT_FALSE(late.ok());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << late;
+  EXPECT_LT(start.elapsed(), absl::Seconds(3)) << late;
 }
 
 TEST(TwoRanks, AfterATimeoutTheCommunicatorRefusesCalls) {
@@ -240,10 +241,10 @@ TEST(TwoRanks, AfterATimeoutTheCommunicatorRefusesCalls) {
   std::vector<float> send(1024, 1.0f), recv(1024);
   AllreduceOptions options;
   options.timeout = absl::Milliseconds(300);
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   const absl::Status s =
       comms[0]->allreduce(send.data(), recv.data(), send.size(), DataType::kFloat32, options);
-  const absl::Duration took = absl::Now() - start;
+  const absl::Duration took = start.elapsed();
   expect_error(s, absl::StatusCode::kDeadlineExceeded, "rank 0");
   EXPECT_GE(took, absl::Milliseconds(290));
   EXPECT_LT(took, absl::Milliseconds(300) + absl::Seconds(2));

@@ -3,6 +3,7 @@
 // few seconds and every test asserts how long it took, so a bug shows up as a failure rather
 // than a hang. rendezvous_server_test.cc tests whom the server admits and how it ends.
 #include "tests/unit/bootstrap_harness.hpp"
+#include "tests/unit/stopwatch.hpp"
 
 namespace weft {
 namespace {
@@ -98,12 +99,12 @@ TEST_P(Rendezvous, EveryRankGetsTheSameTable) {
   auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, size,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   auto results = run_ranks(encode_unique_id((*server)->address(), job, kSecret), all_ranks(size),
                            absl::Seconds(10));
   for (const auto& r : results) expect_full_table(r, size);
   EXPECT_TRUE((*server)->wait().ok()) << (*server)->wait();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(start.elapsed(), absl::Seconds(5));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, Rendezvous, ::testing::Values(1, 2, 5, 16));
@@ -125,7 +126,7 @@ TEST(Bootstrap, RandomOrderAndLateServer) {
   std::shuffle(order.begin(), order.end(), std::mt19937(std::random_device()()));
   std::vector<Result> results(size, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   auto run = [&](int rank) {
     results[rank] = bootstrap_from_coordinator(coordinator, "", rank, size, peer(rank),
                                                Deadline::after(absl::Seconds(10)));
@@ -140,7 +141,7 @@ TEST(Bootstrap, RandomOrderAndLateServer) {
   threads.emplace_back([&] { run(0); });
   for (auto& t : threads) t.join();
   for (const auto& r : results) expect_full_table(r, size);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(start.elapsed(), absl::Seconds(5));
 }
 
 // An IPv4 address of this host that is not loopback (the one the tcp transport would pick),
@@ -232,7 +233,7 @@ TEST(Bootstrap, CoordinatorListensOnlyOnItsOwnAddress) {
 // and meets itself there.
 TEST(Bootstrap, CoordinatorElsewhereNeedsSocketIfname) {
   const std::string coordinator = absl::StrCat("203.0.113.7:", free_port());
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   auto alone = bootstrap_from_coordinator(coordinator, "", 0, 1, peer(0),
                                           Deadline::after(absl::Seconds(10)));
   ASSERT_FALSE(alone.ok());
@@ -240,7 +241,7 @@ TEST(Bootstrap, CoordinatorElsewhereNeedsSocketIfname) {
   EXPECT_THAT(std::string(alone.status().message()),
               AllOf(HasSubstr("WEFT_COORDINATOR=" + coordinator), HasSubstr("203.0.113.7"),
                     HasSubstr("not an address of this host"), HasSubstr("set WEFT_SOCKET_IFNAME")));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "the error must come at once";
+  EXPECT_LT(start.elapsed(), absl::Seconds(2)) << "the error must come at once";
 
   auto missing = bootstrap_from_coordinator(coordinator, "nosuch0", 0, 1, peer(0),
                                             Deadline::after(absl::Seconds(10)));

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/scoped_env.hpp"
 #include "weft/weft.hpp"
+#include "tests/unit/stopwatch.hpp"
 
 namespace weft {
 namespace {
@@ -217,9 +218,9 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
     threads.emplace_back([&, r] {
       std::vector<float> buf(kCount * ranks, 1.0f);
       first[r] = comms[r]->allreduce(buf.data(), buf.data(), kCount, DataType::kFloat32);
-      const absl::Time start = absl::Now();
+      const weft::testing::Stopwatch start;
       second[r] = mismatch.call(*comms[r], r == odd_rank, buf);
-      took[r] = absl::Now() - start;
+      took[r] = start.elapsed();
     });
   }
   for (auto& t : threads) t.join();

@@ -3,6 +3,7 @@
 // name, and a server that times out or stops tells the ranks that came. Ranks are threads on
 // loopback; every wait has a deadline of a few seconds.
 #include "tests/unit/bootstrap_harness.hpp"
+#include "tests/unit/stopwatch.hpp"
 
 namespace weft {
 namespace {
@@ -134,10 +135,10 @@ TEST(Bootstrap, SizeMismatchNamesBothSizesAndNobodyHangs) {
   auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 3,
                                         Deadline::after(absl::Seconds(10)));
   ASSERT_TRUE(server.ok()) << server.status();
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   auto results = run_ranks(encode_unique_id((*server)->address(), job, kSecret), {{0, 3}, {1, 3}, {2, 4}},
                            absl::Seconds(2));
-  const absl::Duration took = absl::Now() - start;
+  const absl::Duration took = start.elapsed();
   ASSERT_FALSE(results[2].ok());
   EXPECT_EQ(results[2].status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(results[2].status().message()),
@@ -192,10 +193,10 @@ TEST(Bootstrap, ServerTimeoutTellsTheRanksThatCame) {
   auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), job, kSecret, 3,
                                         Deadline::after(absl::Milliseconds(500)));
   ASSERT_TRUE(server.ok()) << server.status();
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   auto results = run_ranks(encode_unique_id((*server)->address(), job, kSecret), {{0, 3}, {2, 3}},
                            absl::Seconds(10));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_LT(start.elapsed(), absl::Seconds(3));
   for (const auto& r : results) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
     EXPECT_THAT(std::string(r.status().message()), HasSubstr("missing rank(s) 1"));
@@ -207,25 +208,25 @@ TEST(Bootstrap, NobodyArrives) {
   auto server = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, kSecret, 4,
                                         Deadline::after(absl::Milliseconds(200)));
   ASSERT_TRUE(server.ok()) << server.status();
-  absl::Time start = absl::Now();
+  weft::testing::Stopwatch start;
   EXPECT_EQ((*server)->wait().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE((*server)->done());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(start.elapsed(), absl::Seconds(2));
 
   // A server far from its deadline still stops at once when destroyed.
   auto patient = RendezvousServer::start(RendezvousAddress::loopback_v4(0), 1, kSecret, 4,
                                          Deadline::after(absl::Hours(1)));
   ASSERT_TRUE(patient.ok()) << patient.status();
-  start = absl::Now();
+  start = weft::testing::Stopwatch();
   patient->reset();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_LT(start.elapsed(), absl::Seconds(1));
 
   // And a rank with nobody to meet gives up at its deadline.
-  start = absl::Now();
+  start = weft::testing::Stopwatch();
   auto alone = run_ranks(encode_unique_id(RendezvousAddress::loopback_v4(free_port()), 1, kSecret),
                          {{0, 2}}, absl::Milliseconds(500));
   EXPECT_EQ(alone[0].status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(start.elapsed(), absl::Seconds(2));
 }
 
 TEST(Bootstrap, StoppedServerFailsWaitingRanks) {
@@ -237,12 +238,12 @@ TEST(Bootstrap, StoppedServerFailsWaitingRanks) {
     absl::SleepFor(absl::Milliseconds(200));
     (*server)->stop();
   });
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   auto r = run_ranks(encode_unique_id((*server)->address(), job, kSecret), {{0, 2}}, absl::Seconds(10));
   stopper.join();
   EXPECT_EQ(r[0].status().code(), absl::StatusCode::kUnavailable) << r[0].status();
   EXPECT_EQ((*server)->wait().code(), absl::StatusCode::kCancelled);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(start.elapsed(), absl::Seconds(2));
 }
 
 TEST(Bootstrap, BadArguments) {

@@ -13,6 +13,7 @@
 #include "src/shrink_wire.hpp"
 #include "tests/unit/scoped_env.hpp"
 #include "weft/weft.hpp"
+#include "tests/unit/stopwatch.hpp"
 
 namespace weft {
 namespace {
@@ -41,9 +42,9 @@ std::vector<Shrunk> shrink_all(Comms& comms, const std::vector<int>& callers,
     threads.emplace_back([&, r] {
       ShrinkOptions options;
       options.timeout = timeout;
-      const absl::Time start = absl::Now();
+      const weft::testing::Stopwatch start;
       out[r].comm = comms[r]->shrink(&out[r].dropped, options);
-      out[r].took = absl::Now() - start;
+      out[r].took = start.elapsed();
     });
   }
   for (auto& t : threads) t.join();
@@ -139,9 +140,9 @@ TEST_P(ShrinkTest, TheDirectExchangeFindsAGoneRankAtOnce) {
         int32_t data[8] = {r, r, r, r, r, r, r, r};
         AllreduceOptions o;
         o.algorithm = "direct";
-        const absl::Time start = absl::Now();
+        const weft::testing::Stopwatch start;
         status[r] = comms[r]->allreduce(data, data, 8, DataType::kInt32, o);
-        took[r] = absl::Now() - start;
+        took[r] = start.elapsed();
       });
     }
     for (auto& t : threads) t.join();

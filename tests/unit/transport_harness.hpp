@@ -21,6 +21,7 @@
 #include "src/job_secret.hpp"
 #include "src/peer_info.hpp"
 #include "transport/transport.hpp"
+#include "tests/unit/stopwatch.hpp"
 
 namespace weft::transport {
 
@@ -191,13 +192,13 @@ inline double exchange(Pair& a, Pair& b, size_t a_bytes, size_t b_bytes, uint64_
                 Calls calls = Calls::kCopy) {
   const auto a_msg = make_message(seed, a_bytes), b_msg = make_message(seed + 1, b_bytes);
   std::vector<std::byte> at_b(a_bytes), at_a(b_bytes);  // zero-filled: pages already faulted in
-  const absl::Time start = absl::Now();
+  const weft::testing::Stopwatch start;
   const auto st = on_threads(2, [&](int side) {
     std::mt19937_64 rng(seed + side);
     if (side == 0) return progress({{&a, &a_msg}}, {{&a, &at_a}}, random ? &rng : nullptr, calls);
     return progress({{&b, &b_msg}}, {{&b, &at_b}}, random ? &rng : nullptr, calls);
   });
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double seconds = absl::ToDoubleSeconds(start.elapsed());
   EXPECT_TRUE(st[0].ok()) << st[0];
   EXPECT_TRUE(st[1].ok()) << st[1];
   EXPECT_EQ(first_mismatch(at_b, seed), -1) << a_bytes << " bytes from rank " << a.peer();
