@@ -74,6 +74,8 @@ void Backoff::pause() {
   nanosleep(&ts, nullptr);
 }
 
+absl::Time monotonic_now() { return absl::FromUnixNanos(Deadline::now_ns()); }
+
 absl::Status deadline_error(std::string_view what, const Deadline& deadline) {
   if (deadline.cancelled()) {
     return absl::AbortedError(absl::StrCat("aborted while waiting for ", std::string(what),

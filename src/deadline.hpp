@@ -39,10 +39,18 @@ class Deadline {
  private:
   explicit Deadline(int64_t at_ns) : at_ns_(at_ns) {}
   static int64_t now_ns();
+  friend absl::Time monotonic_now();
 
   int64_t at_ns_;  // on CLOCK_MONOTONIC_COARSE
   const std::atomic<bool>* cancel_ = nullptr;
 };
+
+/// Now on the clock deadlines use, as an absl::Time, for the pauses and timeouts kept as
+/// instants (a listener's accept pause, a handshake's age, a dial's retry). Not absl::Now():
+/// clock synchronisation may step the wall clock, by seconds on these virtual machines,
+/// which would stall a pause or cut a handshake short. Compare it only with other instants
+/// from here.
+absl::Time monotonic_now();
 
 /// Backs off while a condition is not met. With a core per rank, it spins (about 130 us,
 /// yielding now and then in case a stray process shares the core): a peer on another

@@ -41,7 +41,7 @@ absl::Status RendezvousServer::Impl::serve() {
     who.clear();
     fds.push_back({wake_.get(), POLLIN, 0});
     who.push_back(nullptr);
-    const bool listening = listen_.get() >= 0 && absl::Now() >= listen_paused_until_;
+    const bool listening = listen_.get() >= 0 && monotonic_now() >= listen_paused_until_;
     if (listening) {
       fds.push_back({listen_.get(), POLLIN, 0});
       who.push_back(nullptr);
@@ -105,7 +105,7 @@ void RendezvousServer::Impl::accept_all() {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         log(absl::StrCat("cannot accept more connections (", std::strerror(errno),
                          "); raise `ulimit -n`"));
-        listen_paused_until_ = absl::Now() + absl::Milliseconds(50);
+        listen_paused_until_ = monotonic_now() + absl::Milliseconds(50);
       }
       return;  // EAGAIN, or a connection that died in the backlog
     }

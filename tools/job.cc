@@ -1,5 +1,7 @@
 #include "tools/job.hpp"
 
+#include <chrono>
+
 #include "src/env.hpp"
 
 #ifdef WEFT_HAVE_MPI
@@ -24,15 +26,16 @@ absl::StatusOr<Job> join_job(int* argc, char*** argv) {
     MPI_Init(argc, argv);
     g_mpi = true;
     job.mpi = true;
-    const absl::Time start = absl::Now();
+    // On the monotonic clock: the wall clock may be stepped while we wait.
+    const auto start = std::chrono::steady_clock::now();
     comm = create_from_mpi(MPI_COMM_WORLD);
-    job.create_time = absl::Now() - start;
+    job.create_time = absl::FromChrono(std::chrono::steady_clock::now() - start);
   }
 #endif
   if (!job.mpi) {
-    const absl::Time start = absl::Now();
+    const auto start = std::chrono::steady_clock::now();
     comm = Communicator::create_from_env();
-    job.create_time = absl::Now() - start;
+    job.create_time = absl::FromChrono(std::chrono::steady_clock::now() - start);
   }
   if (!comm.ok()) return comm.status();
   job.comm = std::move(*comm);

@@ -164,7 +164,7 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
         fds.push_back({d.fd, d.events(), 0});
         polled.push_back(i);
       } else if (d.phase == Dial::kIdle) {
-        const int64_t wait = absl::ToInt64Milliseconds(d.retry_at - absl::Now()) + 1;
+        const int64_t wait = absl::ToInt64Milliseconds(d.retry_at - monotonic_now()) + 1;
         timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 0, timeout_ms));
       }
     }

@@ -82,7 +82,7 @@ void Dial::retry_later(std::string why) {
   fd = -1, phase = kIdle, sent = 0, got = 0;
   problem = std::move(why);
   ++failures;
-  retry_at = absl::Now() + backoff;
+  retry_at = monotonic_now() + backoff;
   backoff = std::min(backoff * 2, kMaxRetry);
 }
 
@@ -152,7 +152,7 @@ void Dial::read_ack() {
 
 void Dial::advance(short revents) {
   if (phase == kIdle) {
-    if (absl::Now() < retry_at) return;
+    if (monotonic_now() < retry_at) return;
     start();
     if (phase != kSending) return;
   }

@@ -53,7 +53,7 @@ Listener::~Listener() {
 }
 
 void Listener::add_poll_fds(std::vector<pollfd>& fds) const {
-  const short listen_events = accept_paused_until_ > absl::Now() ? short{0} : short{POLLIN};
+  const short listen_events = accept_paused_until_ > monotonic_now() ? short{0} : short{POLLIN};
   for (int fd : listen_fds_) fds.push_back({fd, listen_events, 0});
   for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
 }
@@ -62,7 +62,7 @@ void Listener::serve() {
   for (Pending& p : pending_) {
     if (!read_handshake(p)) p.fd = -1;
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = monotonic_now();
   for (Pending& p : pending_) {
     if (p.fd < 0 || now - p.accepted_at < kHandshakeTimeout) continue;
     reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from,
@@ -88,7 +88,7 @@ void Listener::accept_new(int listen_fd) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         // The connection stays queued and the listener readable: pause accepting so the
         // wait does not spin until the deadline.
-        accept_paused_until_ = absl::Now() + kAcceptPause;
+        accept_paused_until_ = monotonic_now() + kAcceptPause;
         log_warning(absl::StrCat("tcp: rank ", init_.rank, " cannot accept on ", address_, ": ",
                                  std::strerror(errno), " (out of file descriptors? raise ulimit -n)"));
       }
@@ -101,7 +101,7 @@ void Listener::accept_new(int listen_fd) {
       pending_.erase(pending_.begin());
     }
     Pending& p = pending_.emplace_back();
-    p.fd = fd, p.from = format_address(remote), p.accepted_at = absl::Now();
+    p.fd = fd, p.from = format_address(remote), p.accepted_at = monotonic_now();
     // The hello usually arrives with the connection; read it without another poll.
     if (!read_handshake(p)) pending_.pop_back();
   }
