@@ -95,13 +95,10 @@ int bench_command(int argc, char** argv) {
   auto job = join_job(&argc, &argv);
   if (!job.ok()) {
     std::fprintf(stderr, "weft bench: cannot join the job: %s\n", job.status().ToString().c_str());
-    leave_job();
-    return 1;
+    return leave_job(nullptr, 1);
   }
   const BenchOutcome outcome = run_bench(*job, o);
-  job->comm.reset();
-  leave_job();
-  return outcome.ok() ? 0 : 1;
+  return leave_job(&*job, outcome.ok() ? 0 : 1);
 }
 
 }  // namespace weft::tools

@@ -1,6 +1,7 @@
 #include "tools/job.hpp"
 
 #include <chrono>
+#include <cstdio>
 
 #include "src/env.hpp"
 
@@ -42,11 +43,21 @@ absl::StatusOr<Job> join_job(int* argc, char*** argv) {
   return job;
 }
 
-void leave_job() {
+int leave_job(Job* job, int exit_code) {
+  if (job != nullptr) job->comm.reset();
 #ifdef WEFT_HAVE_MPI
-  if (g_mpi) MPI_Finalize();
-  g_mpi = false;
+  if (g_mpi) {
+    g_mpi = false;
+    if (exit_code != 0) {
+      // What this rank printed must survive the abort.
+      std::fflush(stdout);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, exit_code);
+    }
+    MPI_Finalize();
+  }
 #endif
+  return exit_code;
 }
 
 uint64_t sum_over_ranks(Communicator& comm, uint64_t value) {

@@ -18,9 +18,15 @@ struct Job {
   bool mpi = false;
 };
 
-/// Joins the job; call leave_job() before exiting (after the communicator is gone).
+/// Joins the job; every path out of a command then goes through leave_job().
 absl::StatusOr<Job> join_job(int* argc, char*** argv);
-void leave_job();
+
+/// Destroys the communicator (when `job` has one) and leaves MPI; returns `exit_code`.
+/// A rank that leaves with a nonzero code aborts the MPI job rather than finalizing it:
+/// MPI_Finalize waits for every rank, and after a failed call a peer may be dead or stopped,
+/// so it could wait for ever. MPI_Abort makes mpirun end every rank, a stopped one too,
+/// and exit nonzero.
+int leave_job(Job* job, int exit_code);
 
 /// Every rank's `value` summed across the job (for totals such as wrong-element counts).
 uint64_t sum_over_ranks(Communicator& comm, uint64_t value);

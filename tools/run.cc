@@ -55,8 +55,7 @@ int run_command(int argc, char** argv) {
   auto job = join_job(&argc, &argv);
   if (!job.ok()) {
     std::fprintf(stderr, "weft run: cannot join the job: %s\n", job.status().ToString().c_str());
-    leave_job();
-    return 1;
+    return leave_job(nullptr, 1);
   }
   Communicator& comm = *job->comm;
   const BenchOutcome outcome = run_bench(*job, o);
@@ -69,9 +68,7 @@ int run_command(int argc, char** argv) {
     }
     std::printf("# %s\n", outcome.ok() ? "all results exact" : "WRONG RESULTS");
   }
-  job->comm.reset();
-  leave_job();
-  return outcome.ok() ? 0 : 1;
+  return leave_job(&*job, outcome.ok() ? 0 : 1);
 }
 
 }  // namespace weft::tools
