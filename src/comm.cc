@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -51,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " is not within a communicator of ", size, " ranks"));
   }
+  warn_about_unknown_env();
   auto config = Config::from_env();
   if (!config.ok()) return config.status();
   auto forced = parse_forced_algorithms(config->algorithm);
@@ -113,7 +115,12 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
 
   // The relay is allocated and touched once here, never on the data path.
   comm->relay_bytes_ = comm->config_.relay_bytes - comm->config_.relay_bytes % 8;
-  comm->relay_.reset(new std::byte[comm->relay_bytes_]);
+  comm->relay_.reset(new (std::nothrow) std::byte[comm->relay_bytes_]);
+  if (comm->relay_ == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "rank ", rank, ": cannot allocate the relay, WEFT_RELAY_BYTES=", comm->relay_bytes_,
+        " bytes; lower WEFT_RELAY_BYTES or free memory"));
+  }
   std::memset(comm->relay_.get(), 0, comm->relay_bytes_);
   comm->stream_block_.reset(new std::byte[kStreamBlockBytes]);
   std::memset(comm->stream_block_.get(), 0, kStreamBlockBytes);

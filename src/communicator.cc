@@ -1,4 +1,7 @@
 // The public C++ API: thin wrappers that turn calls into CollectiveArgs for detail::Comm.
+#include <exception>
+#include <new>
+
 #include "absl/strings/str_cat.h"
 #include "src/bootstrap.hpp"
 #include "src/comm.hpp"
@@ -9,6 +12,21 @@
 
 namespace weft {
 namespace {
+
+// Runs `body`, which returns a StatusOr, so that no exception leaves the library: creating a
+// communicator allocates (tables, strings, threads) and an allocation may fail.
+template <typename Body>
+auto guarded(const char* what, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": out of memory; lower WEFT_RELAY_BYTES or WEFT_SHM_RING_BYTES, "
+                           "or free memory"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
 
 Deadline bootstrap_deadline() {
   auto config = Config::from_env();
@@ -22,6 +40,11 @@ Communicator::~Communicator() = default;
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank,
                                                                    int size) {
+  return guarded("weft::Communicator::create", [&] { return create_unguarded(id, rank, size); });
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_unguarded(const UniqueId& id,
+                                                                             int rank, int size) {
   auto decoded = decode_unique_id(id);
   if (!decoded.ok()) return decoded.status();
   auto secret = job_secret(decoded->secret);
@@ -35,6 +58,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create(const UniqueI
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_from_env() {
+  return guarded("weft::Communicator::create_from_env", [] { return create_from_env_unguarded(); });
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_from_env_unguarded() {
   auto launch = read_launch_info();
   if (!launch.ok()) return launch.status();
   if (launch->coordinator.empty()) {
@@ -117,9 +144,12 @@ absl::Status Communicator::async_error() const { return impl_->async_error(); }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::shrink(std::vector<int>* dropped,
                                                                    const ShrinkOptions& options) {
-  auto comm = impl_->shrink(options.timeout, dropped);
-  if (!comm.ok()) return comm.status();
-  return std::unique_ptr<Communicator>(new Communicator(*std::move(comm)));
+  return guarded("weft::Communicator::shrink",
+                 [&]() -> absl::StatusOr<std::unique_ptr<Communicator>> {
+                   auto comm = impl_->shrink(options.timeout, dropped);
+                   if (!comm.ok()) return comm.status();
+                   return std::unique_ptr<Communicator>(new Communicator(*std::move(comm)));
+                 });
 }
 
 }  // namespace weft

@@ -1,9 +1,15 @@
 #include "src/env.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace weft {
 
@@ -30,17 +36,100 @@ std::string env_value(const EnvVar& var, const EnvLookup& lookup) {
 
 namespace {
 
-absl::StatusOr<size_t> parse_bytes(const EnvVar& var, const EnvLookup& lookup, size_t min) {
+// "64 KiB", "90.9 TiB": sizes as a person reads them.
+std::string human_bytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit < 6) v /= 1024, ++unit;
+  return v == static_cast<double>(static_cast<uint64_t>(v))
+             ? absl::StrCat(static_cast<uint64_t>(v), " ", kUnits[unit])
+             : absl::StrFormat("%.1f %s", v, kUnits[unit]);
+}
+
+// A byte setting within its declared range. Refused before anything is allocated, with the
+// memory the value would have taken.
+absl::StatusOr<size_t> parse_bytes(const EnvVar& var, const EnvLookup& lookup) {
   const std::string s = env_value(var, lookup);
   uint64_t v = 0;
-  if (!absl::SimpleAtoi(s, &v) || v < min) {
-    return absl::InvalidArgumentError(absl::StrCat(var.name, "=", s, " is not a byte count >= ",
-                                                   min, "; unset it or give a number"));
+  const bool number = absl::SimpleAtoi(s, &v);
+  if (!number || v < var.min_bytes || v > var.max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var.name, "=", s, number ? absl::StrCat(" (", human_bytes(v), ")") : "",
+        " is outside ", human_bytes(var.min_bytes), "..", human_bytes(var.max_bytes), " (",
+        var.min_bytes, "..", var.max_bytes, " bytes): ", var.cost,
+        "; unset it (default ", var.default_value, ") or give a byte count in that range"));
   }
   return static_cast<size_t>(v);
 }
 
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool read_by_tooling(std::string_view name) {
+  for (std::string_view known : kToolingVariables) {
+    if (!known.empty() && known.back() == '*') {
+      if (name.substr(0, known.size() - 1) == known.substr(0, known.size() - 1)) return true;
+    } else if (name == known) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+std::vector<std::string> unknown_env_warnings(const std::vector<std::string>& names) {
+  std::vector<std::string> warnings;
+  for (const std::string& name : names) {
+    if (name.rfind("WEFT_", 0) != 0 || read_by_tooling(name)) continue;
+    const EnvVar* closest = nullptr;
+    size_t best = 0;
+    for (const EnvVar* v : all_env_vars()) {
+      const size_t d = edit_distance(name, v->name);
+      if (d == 0) {
+        closest = nullptr, best = 0;
+        break;
+      }
+      if (closest == nullptr || d < best) closest = v, best = d;
+    }
+    if (best == 0) continue;  // a known name
+    // Beyond a third of the name, a suggestion is a guess: name none.
+    const bool close = best * 3 <= name.size() - 5;
+    warnings.push_back(absl::StrCat(
+        name, " is not a weft setting and is ignored",
+        close ? absl::StrCat(" (did you mean ", closest->name, "?)") : "",
+        "; `weft info` lists every setting"));
+  }
+  return warnings;
+}
+
+void warn_about_unknown_env() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> names;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view entry(*e);
+      names.emplace_back(entry.substr(0, entry.find('=')));
+    }
+    for (const std::string& w : unknown_env_warnings(names)) {
+      std::fprintf(stderr, "weft: warning: %s\n", w.c_str());
+    }
+  });
+}
 
 absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   Config c;
@@ -58,18 +147,18 @@ absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   c.timeout = absl::Seconds(seconds);
   c.algorithm = env_value(env::kAlgorithm, lookup);
   c.socket_ifname = env_value(env::kSocketIfname, lookup);
-  auto small = parse_bytes(env::kSmallMessageBytes, lookup, 0);
+  auto small = parse_bytes(env::kSmallMessageBytes, lookup);
   if (!small.ok()) return small.status();
   c.small_message_bytes = *small;
-  auto ring = parse_bytes(env::kShmRingBytes, lookup, 4096);
+  auto ring = parse_bytes(env::kShmRingBytes, lookup);
   if (!ring.ok()) return ring.status();
   c.shm_ring_bytes = *ring;
   if (env_value(env::kShmSingleCopyBytes, lookup) != "auto") {
-    auto single_copy = parse_bytes(env::kShmSingleCopyBytes, lookup, 0);
+    auto single_copy = parse_bytes(env::kShmSingleCopyBytes, lookup);
     if (!single_copy.ok()) return single_copy.status();
     c.shm_single_copy_bytes = *single_copy;
   }
-  auto relay = parse_bytes(env::kRelayBytes, lookup, 4096);
+  auto relay = parse_bytes(env::kRelayBytes, lookup);
   if (!relay.ok()) return relay.status();
   c.relay_bytes = *relay;
   return c;

@@ -3,6 +3,7 @@
 // read_env() too, so tests can substitute the environment.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -19,6 +20,11 @@ struct EnvVar {
   const char* name;
   const char* default_value;  ///< empty: unset by default
   const char* help;
+  /// Byte settings: the accepted range (max_bytes 0: not a byte setting), checked when a
+  /// communicator is created, and what a value costs (for the error that refuses one).
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = 0;
+  const char* cost = "";
 };
 
 namespace env {
@@ -48,19 +54,42 @@ inline constexpr EnvVar kAlgorithm{
     "force algorithms by collective, e.g. allreduce=ring,broadcast=chain (see weft info)"};
 inline constexpr EnvVar kSmallMessageBytes{
     "WEFT_SMALL_MESSAGE_BYTES", "65536",
-    "calls at or below this many bytes use the latency-optimal algorithms (recursive doubling)"};
-inline constexpr EnvVar kShmRingBytes{"WEFT_SHM_RING_BYTES", "1048576",
-                                      "bytes of each one-way shared-memory ring"};
+    "calls at or below this many bytes use the latency-optimal algorithms (recursive doubling)",
+    0, uint64_t{1} << 30, "a size threshold; it takes no memory"};
+inline constexpr EnvVar kShmRingBytes{
+    "WEFT_SHM_RING_BYTES", "1048576",
+    "bytes of each one-way shared-memory ring (rounded down to a power of two)",
+    uint64_t{64} << 10, uint64_t{256} << 20,
+    "each shm link maps two rings of this size in /dev/shm, touched at once"};
 inline constexpr EnvVar kShmSingleCopyBytes{
     "WEFT_SHM_SINGLE_COPY_BYTES", "auto",
     "shm sends of at least this many bytes are read by the peer straight from the sender's "
     "buffer (process_vm_readv) instead of through the ring; 0 turns that off; auto: 8192 "
     "while every rank has a core of its own and one such read beats two memcpys on this "
-    "machine (measured once), else 0"};
+    "machine (measured once), else 0",
+    0, uint64_t{1} << 30, "a size threshold; it takes no memory"};
 inline constexpr EnvVar kRelayBytes{
     "WEFT_RELAY_BYTES", "4194304",
-    "bytes of the per-communicator buffer that carries partial reductions between links"};
+    "bytes of the per-communicator buffer that carries partial reductions between links",
+    uint64_t{4} << 10, uint64_t{1} << 30,
+    "every communicator allocates and touches this much memory"};
 }  // namespace env
+
+/// Names that weft's scripts, tests and virtual cluster read, not the library: never
+/// reported as unknown. A trailing '*' is a prefix.
+inline constexpr const char* kToolingVariables[] = {
+    "WEFT_BUILD_DIR",   // scripts/build, scripts/test: the build folder
+    "WEFT_SANITIZERS",  // scripts/test: 0 skips the sanitizer stages
+    "WEFT_FAULT_*",     // tests/unit/fault_*: what a fault test's rank does
+    "WEFT_VCLUSTER_*",  // cluster/vcluster: each host's rails
+};
+
+/// For every WEFT_* name in `names` that neither weft nor its tooling reads, one warning:
+/// the name and, when one is close, the known name it was probably meant to be.
+std::vector<std::string> unknown_env_warnings(const std::vector<std::string>& names);
+
+/// Prints unknown_env_warnings() for this process's environment to stderr, once per process.
+void warn_about_unknown_env();
 
 /// Every variable above, in the order `weft info` prints them.
 const std::vector<const EnvVar*>& all_env_vars();

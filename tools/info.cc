@@ -20,6 +20,7 @@ int info_command(int argc, char** argv) {
     std::fprintf(stderr, "weft info: unknown option '%s' (try --help)\n", argv[i]);
     return 2;
   }
+  warn_about_unknown_env();
   std::printf("weft %s\n", WEFT_VERSION);
   std::printf("reduction kernels: %s\n", reduce_isa());
   std::printf("transports: shm (same host), tcp (any host)\n\n");
@@ -31,8 +32,13 @@ int info_command(int argc, char** argv) {
   std::printf("  %-25s %-10s %-12s %s\n", "variable", "default", "current", "meaning");
   for (const EnvVar* v : all_env_vars()) {
     const auto current = read_env(v->name);
-    std::printf("  %-25s %-10s %-12s %s\n", v->name, *v->default_value ? v->default_value : "-",
+    std::printf("  %-25s %-10s %-12s %s", v->name, *v->default_value ? v->default_value : "-",
                 current ? current->c_str() : "(unset)", v->help);
+    if (v->max_bytes > 0) {
+      std::printf(" [%llu..%llu bytes]", static_cast<unsigned long long>(v->min_bytes),
+                  static_cast<unsigned long long>(v->max_bytes));
+    }
+    std::printf("\n");
   }
   return 0;
 }

@@ -135,6 +135,10 @@ class Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<detail::Comm> impl);
+  // The bodies of create and create_from_env, which keep exceptions inside the library.
+  static absl::StatusOr<std::unique_ptr<Communicator>> create_unguarded(const UniqueId& id,
+                                                                        int rank, int size);
+  static absl::StatusOr<std::unique_ptr<Communicator>> create_from_env_unguarded();
   std::unique_ptr<detail::Comm> impl_;
 };
 

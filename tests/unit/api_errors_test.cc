@@ -151,6 +151,11 @@ TEST(Create, BadEnvironmentVariablesAreInvalidAndNamed) {
       {"WEFT_ALGORITHM", "allreduce=bogus"}, {"WEFT_ALGORITHM", "nonsense"},
       {"WEFT_TIMEOUT", "soon"},              {"WEFT_TIMEOUT", "-1"},
       {"WEFT_TRANSPORT", "pigeon"},
+      // Sizes out of range are refused before anything is allocated (they used to map a
+      // 64 TiB ring, or throw std::bad_alloc out of the library).
+      {"WEFT_SHM_RING_BYTES", "99999999999999"}, {"WEFT_SHM_RING_BYTES", "4096"},
+      {"WEFT_RELAY_BYTES", "999999999999999"},   {"WEFT_RELAY_BYTES", "12abc"},
+      {"WEFT_SMALL_MESSAGE_BYTES", "18446744073709551615"},
   };
   for (const auto& [name, value] : cases) {
     ScopedEnv env(name, value);
@@ -159,6 +164,17 @@ TEST(Create, BadEnvironmentVariablesAreInvalidAndNamed) {
     expect_error(comm.status(), absl::StatusCode::kInvalidArgument, name);
     EXPECT_THAT(std::string(comm.status().message()), HasSubstr(value));
   }
+}
+
+TEST(Create, SizesOutOfRangeNameTheRangeAndTheMemory) {
+  auto id = make_unique_id();
+  ASSERT_TRUE(id.ok()) << id.status();
+  ScopedEnv env("WEFT_SHM_RING_BYTES", "99999999999999");
+  auto comm = Communicator::create(*id, 0, 1);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_THAT(std::string(comm.status().message()),
+              AllOf(HasSubstr("WEFT_SHM_RING_BYTES=99999999999999 (90.9 TiB)"),
+                    HasSubstr("64 KiB..256 MiB"), HasSubstr("two rings of this size")));
 }
 
 TEST(Create, RankOutsideTheSizeIsInvalid) {

@@ -134,6 +134,14 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
     shm_unlink(name.c_str());
     return errno_error("cannot size shared memory", name);
   }
+  // Reserve the pages now: on a full /dev/shm, touching them below would be a SIGBUS.
+  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
+    close(fd);
+    shm_unlink(name.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot reserve ", bytes, " bytes of /dev/shm for ", name, ": ", std::strerror(err),
+        "; lower WEFT_SHM_RING_BYTES, or free /dev/shm (weft cleanup removes rings of dead jobs)"));
+  }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {

@@ -1,0 +1,67 @@
+// The settings table: unknown WEFT_* names are reported with the closest known name, and
+// names that weft's own scripts, tests and virtual cluster read are not.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "src/env.hpp"
+
+namespace weft {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::AllOf;
+using ::testing::IsEmpty;
+
+TEST(UnknownEnv, AMisspelledSettingSuggestsTheKnownOne) {
+  const auto w = unknown_env_warnings({"WEFT_TIMOUT", "WEFT_SHM_RING_BYTE", "WEFT_ALGORITM"});
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_THAT(w[0], HasSubstr("WEFT_TIMOUT is not a weft setting and is ignored (did you mean "
+                              "WEFT_TIMEOUT?)"));
+  EXPECT_THAT(w[1], HasSubstr("(did you mean WEFT_SHM_RING_BYTES?)"));
+  EXPECT_THAT(w[2], HasSubstr("(did you mean WEFT_ALGORITHM?)"));
+}
+
+TEST(UnknownEnv, ANameFarFromEveryKnownOneSuggestsNone) {
+  const auto w = unknown_env_warnings({"WEFT_BANANA_SPLIT"});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], HasSubstr("WEFT_BANANA_SPLIT is not a weft setting"));
+  EXPECT_THAT(w[0], ::testing::Not(HasSubstr("did you mean")));
+  EXPECT_THAT(w[0], HasSubstr("weft info"));
+}
+
+TEST(UnknownEnv, KnownSettingsToolingAndOtherPrefixesAreQuiet) {
+  std::vector<std::string> names;
+  for (const EnvVar* v : all_env_vars()) names.emplace_back(v->name);
+  names.insert(names.end(), {"WEFT_BUILD_DIR", "WEFT_SANITIZERS", "WEFT_FAULT_CHILD",
+                             "WEFT_VCLUSTER_RAILS", "PATH", "OMPI_COMM_WORLD_SIZE", "WEFT"});
+  EXPECT_THAT(unknown_env_warnings(names), IsEmpty());
+}
+
+TEST(ByteSettings, EveryOneHasARangeThatHoldsItsDefault) {
+  for (const EnvVar* v : {&env::kSmallMessageBytes, &env::kShmRingBytes, &env::kRelayBytes}) {
+    EXPECT_GT(v->max_bytes, 0u) << v->name;
+    const uint64_t def = std::stoull(v->default_value);
+    EXPECT_LE(v->min_bytes, def) << v->name;
+    EXPECT_GE(v->max_bytes, def) << v->name;
+    EXPECT_STRNE(v->cost, "") << v->name;
+  }
+}
+
+TEST(ByteSettings, OutOfRangeIsRefusedAndNamesTheRangeAndTheCost) {
+  const auto lookup = [](std::string_view name) -> std::optional<std::string> {
+    if (name == "WEFT_RELAY_BYTES") return "999999999999999";
+    return std::nullopt;
+  };
+  auto c = Config::from_env(lookup);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()),
+              AllOf(HasSubstr("WEFT_RELAY_BYTES=999999999999999 (909.5 TiB)"),
+                    HasSubstr("4 KiB..1 GiB"), HasSubstr("allocates and touches")));
+}
+
+}  // namespace
+}  // namespace weft
