@@ -86,8 +86,7 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_exchange(const UniqueId& id, int
     if (!same_proof(server_claim, wire::server_proof(*secret, hello, server_nonce))) {
       return absl::PermissionDeniedError(absl::StrCat(
           c.who, ": the rendezvous at ", c.where, " could not prove it knows the job secret: "
-          "a stranger holds that address, or the ranks were given different WEFT_JOB_SECRET "
-          "values"));
+          "a stranger holds that address, or ", kOtherSecretHint));
     }
     const Proof answer = wire::rank_proof(*secret, hello, challenge);
     if (auto st = c.write_all(as_text(answer)); !st.ok()) return st;

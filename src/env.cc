@@ -16,7 +16,7 @@ namespace weft {
 const std::vector<const EnvVar*>& all_env_vars() {
   static const std::vector<const EnvVar*> vars = {
       &env::kRank,      &env::kSize,         &env::kLocalRank,         &env::kCoordinator,
-      &env::kSocketIfname, &env::kJobSecret, &env::kTransport, &env::kTimeout,           &env::kAlgorithm,
+      &env::kSocketIfname, &env::kJobSecret, &env::kJobSecretFile, &env::kTransport, &env::kTimeout,           &env::kAlgorithm,
       &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
       &env::kRelayBytes};
   return vars;

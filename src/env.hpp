@@ -44,7 +44,13 @@ inline constexpr EnvVar kSocketIfname{
 inline constexpr EnvVar kJobSecret{
     "WEFT_JOB_SECRET", "",
     "text every rank of the job shares; connections prove they know it (unset: the unique "
-    "id's random secret, or with WEFT_COORDINATOR one derived from its address)"};
+    "id's random secret; with WEFT_COORDINATOR, the launcher's own per-job key when mpirun "
+    "gives one, else WEFT_JOB_SECRET_FILE's)"};
+inline constexpr EnvVar kJobSecretFile{
+    "WEFT_JOB_SECRET_FILE", "~/.weft/job_secret",
+    "where ranks that meet through WEFT_COORDINATOR, with neither WEFT_JOB_SECRET nor a "
+    "launcher's key, find their secret: made with a random one on first use, readable by "
+    "this user alone; every host of the job must see the same file (a shared home does)"};
 inline constexpr EnvVar kTransport{"WEFT_TRANSPORT", "auto",
                                    "force one transport for every link: auto, shm or tcp"};
 inline constexpr EnvVar kTimeout{"WEFT_TIMEOUT", "300",

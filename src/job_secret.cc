@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +53,16 @@ absl::StatusOr<JobSecret> secret_from_text(std::string_view text) {
 absl::StatusOr<JobSecret> job_secret(const JobSecret& from_id) {
   const std::string text = env_value(env::kJobSecret);
   if (text.empty()) return from_id;
+  if (text.size() < kShortestGoodSecret) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      std::fprintf(stderr,
+                   "weft: WARNING: WEFT_JOB_SECRET has %zu characters: a secret that short can "
+                   "be guessed, and whoever guesses it can join this job. Use %zu or more random "
+                   "characters (openssl rand -hex 16)\n",
+                   text.size(), kShortestGoodSecret);
+    });
+  }
   return secret_from_text(text);
 }
 

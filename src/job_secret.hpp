@@ -21,6 +21,14 @@ using JobSecret = std::array<uint8_t, 16>;
 using Nonce = std::array<uint8_t, 16>;
 using Proof = std::array<uint8_t, 32>;
 
+/// What a failed proof may mean besides a stranger, for the messages that report one.
+inline constexpr const char* kOtherSecretHint =
+    "ranks holding different secrets (set the same WEFT_JOB_SECRET on every rank; with "
+    "WEFT_COORDINATOR, every host must see the same WEFT_JOB_SECRET_FILE)";
+
+/// Secrets shorter than this many characters draw a warning: they can be guessed.
+inline constexpr size_t kShortestGoodSecret = 16;
+
 /// Fresh random bytes from the kernel (getrandom(2)).
 Nonce fresh_nonce();
 JobSecret fresh_secret();
@@ -29,6 +37,7 @@ JobSecret fresh_secret();
 absl::StatusOr<JobSecret> secret_from_text(std::string_view text);
 
 /// The secret a job uses: WEFT_JOB_SECRET's when set, else `from_id` (the unique id's).
+/// Warns once per process when WEFT_JOB_SECRET is short enough to guess.
 absl::StatusOr<JobSecret> job_secret(const JobSecret& from_id);
 
 /// HMAC-SHA256 over `role` and each part, every one prefixed with its length so no two

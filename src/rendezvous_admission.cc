@@ -82,8 +82,8 @@ void RendezvousServer::Impl::read_proof(Conn& c) {
   std::memcpy(got.data(), c.in.data(), got.size());
   c.in = std::string();
   if (!same_proof(got, c.expected)) {
-    return drop(c, "its proof of the job secret is wrong (a stranger, a replayed handshake, or "
-                   "a rank with another WEFT_JOB_SECRET)");
+    return drop(c, absl::StrCat("its proof of the job secret is wrong (a stranger, a replayed "
+                                "handshake, or ", kOtherSecretHint, ")"));
   }
   admit(c);
 }

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "src/coordinator_secret.hpp"
 
 namespace weft {
 namespace {
@@ -188,7 +189,8 @@ absl::StatusOr<std::pair<std::string, uint16_t>> split_host_port(const std::stri
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
-absl::StatusOr<UniqueId> unique_id_for_coordinator(const std::string& host_port) {
+absl::StatusOr<UniqueId> unique_id_for_coordinator(const std::string& host_port,
+                                                  const EnvLookup& lookup) {
   auto hp = split_host_port(host_port);
   if (!hp.ok()) return hp.status();
   addrinfo hints{};
@@ -213,11 +215,11 @@ absl::StatusOr<UniqueId> unique_id_for_coordinator(const std::string& host_port)
   freeaddrinfo(res);
   if (!addr.ok()) return addr.status();
   addr->port = hp->second;
-  // Deterministic "secret" so every rank builds identical bytes (weak; see the header).
-  std::array<uint8_t, 16> secret{};
-  put_le<uint64_t>(secret.data(), fnv1a("weft-secret-0:", host_port));
-  put_le<uint64_t>(secret.data() + 8, fnv1a("weft-secret-1:", host_port));
-  return encode_unique_id(*addr, fnv1a("weft-job:", host_port) | 1, secret);
+  // The job id may be derived from the address (it names the job, it proves nothing); the
+  // secret must not be (src/coordinator_secret.hpp).
+  auto secret = coordinator_secret(lookup);
+  if (!secret.ok()) return secret.status();
+  return encode_unique_id(*addr, fnv1a("weft-job:", host_port) | 1, secret->secret);
 }
 
 }  // namespace weft

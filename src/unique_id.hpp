@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/env.hpp"
 #include "weft/weft.hpp"
 
 namespace weft {
@@ -61,9 +62,9 @@ uint64_t random_job_id();
 absl::StatusOr<std::pair<std::string, uint16_t>> split_host_port(const std::string& host_port);
 
 /// The id every rank derives from the same WEFT_COORDINATOR ("host:port"): the host is
-/// resolved with getaddrinfo (IPv4 preferred), and the job id and secret are hashes of the
-/// string, so ranks agree without talking. That secret is only as secret as the string:
-/// WEFT_JOB_SECRET, the same on every rank, replaces it with a real one.
-absl::StatusOr<UniqueId> unique_id_for_coordinator(const std::string& host_port);
+/// resolved with getaddrinfo (IPv4 preferred), the job id is a hash of the string, so ranks
+/// agree without talking, and the secret is coordinator_secret()'s, never the string's.
+absl::StatusOr<UniqueId> unique_id_for_coordinator(const std::string& host_port,
+                                                  const EnvLookup& lookup = read_env);
 
 }  // namespace weft

@@ -142,7 +142,7 @@ void Dial::read_ack() {
     fatal = absl::PermissionDeniedError(absl::StrCat(
         "tcp: rank ", init.rank, " dialed rank ", peer_rank, " at ", text,
         ", but the listener could not prove it knows the job secret: a stranger holds that "
-        "address, or the ranks were given different WEFT_JOB_SECRET values"));
+        "address, or ", kOtherSecretHint));
     return;
   }
   proof = dialer_proof(init.secret, out, in);

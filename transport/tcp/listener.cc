@@ -207,7 +207,7 @@ void Listener::check_proof(Pending& p) {
     reject(absl::StrCat("rank ", init_.rank, " refused a tcp connection from ", p.from,
                         " claiming rank ", from,
                         ": its proof of the job secret is wrong (a stranger, a replayed "
-                        "handshake, or a rank with another WEFT_JOB_SECRET)"));
+                        "handshake, or ", kOtherSecretHint, ")"));
     close_fd(p.fd);
     return;
   }
