@@ -1,4 +1,5 @@
 // The weft command: one binary, a subcommand per job.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -24,6 +25,14 @@ void usage(FILE* out) {
                "`weft <command> --help` describes a command's options.\n");
 }
 
+// What a command printed is its result: a stdout that could not take it (a full disk,
+// /dev/full) fails the command rather than exiting 0 with the output lost.
+int flushed(int rc) {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  std::fprintf(stderr, "weft: cannot write to stdout: %s\n", std::strerror(errno));
+  return rc != 0 ? rc : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -33,10 +42,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
-  if (command == "run") return weft::tools::run_command(argc - 1, argv + 1);
-  if (command == "bench") return weft::tools::bench_command(argc - 1, argv + 1);
-  if (command == "info") return weft::tools::info_command(argc - 1, argv + 1);
-  if (command == "cleanup") return weft::tools::cleanup_command(argc - 1, argv + 1);
+  if (command == "run") return flushed(weft::tools::run_command(argc - 1, argv + 1));
+  if (command == "bench") return flushed(weft::tools::bench_command(argc - 1, argv + 1));
+  if (command == "info") return flushed(weft::tools::info_command(argc - 1, argv + 1));
+  if (command == "cleanup") return flushed(weft::tools::cleanup_command(argc - 1, argv + 1));
   std::fprintf(stderr, "weft: unknown command '%s'\n\n", command.c_str());
   usage(stderr);
   return 2;
