@@ -14,8 +14,9 @@ constexpr const char* kUsage =
     "\n"
     "Times a collective over a size sweep the way nccl-tests does and checks every element\n"
     "of its results exactly. <collective>: allreduce, allgather, reduce_scatter, broadcast,\n"
-    "a comma-separated list of them, or all. Sizes are whole vectors: for allgather and\n"
-    "reduce_scatter each rank sends (receives) size / element size / N elements.\n"
+    "a comma-separated list of them, or all; several words add up, as does --collectives\n"
+    "LIST. Sizes are whole vectors: for allgather and reduce_scatter each rank sends\n"
+    "(receives) size / element size / N elements.\n"
     "\n"
     "  -b, --minbytes BYTES     smallest size (default 32M; K, M, G suffixes)\n"
     "  -e, --maxbytes BYTES     largest size (default 32M)\n"
@@ -30,6 +31,7 @@ constexpr const char* kUsage =
     "  -c, --check N            extra, untimed iterations whose results are checked, each on\n"
     "                           fresh inputs (default 1; 0: no check, #wrong prints N/A)\n"
     "  -r, --root R             broadcast root (default 0)\n"
+    "      --collectives LIST   more collectives, as the words before (a list, or all)\n"
     "  -J, --json FILE          also write one JSON object per line per collective, size,\n"
     "                           type and op, with every column (and the peer's); rank 0\n"
     "      --compare mpi        in the same run, the same sweep through MPI_Allreduce,\n"
@@ -65,6 +67,7 @@ const Flag kFlags[] = {
     {"-n", "--iters", set_iters},              {"-w", "--warmup_iters", set_warmup},
     {"-c", "--check", set_check},              {"-r", "--root", set_root},
     {"-J", "--json", set_json},                {nullptr, "--compare", set_compare},
+    {nullptr, "--collectives", add_collectives},
     {nullptr, "--self-test-corrupt", nullptr, &BenchOptions::self_test_corrupt},
 };
 
@@ -74,7 +77,7 @@ int bench_command(int argc, char** argv) {
   BenchOptions o;
   o.collectives.clear();
   bool help = false;
-  if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), set_collectives, o, &help);
+  if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), add_collectives, o, &help);
       rc != 0 || help) {
     if (help) std::printf("%s", kUsage);
     return rc;

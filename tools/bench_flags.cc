@@ -106,11 +106,18 @@ absl::Status set_ops(const char* v, BenchOptions& o) {
   return parse_list<ReduceOp>(v, [](const std::string& s) { return parse_reduce_op(s); }, all, &o.ops);
 }
 
-absl::Status set_collectives(const char* v, BenchOptions& o) {
+absl::Status add_collectives(const char* v, BenchOptions& o) {
   const std::vector<CollectiveKind> all = {CollectiveKind::kAllreduce, CollectiveKind::kAllgather,
                                            CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast};
-  return parse_list<CollectiveKind>(v, [](const std::string& s) { return parse_collective(s); },
-                                    all, &o.collectives);
+  std::vector<CollectiveKind> named;
+  absl::Status s = parse_list<CollectiveKind>(
+      v, [](const std::string& name) { return parse_collective(name); }, all, &named);
+  for (CollectiveKind k : named) {
+    if (std::find(o.collectives.begin(), o.collectives.end(), k) == o.collectives.end()) {
+      o.collectives.push_back(k);
+    }
+  }
+  return s;
 }
 
 int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
@@ -150,8 +157,15 @@ int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
     }
     const char* v = argv[++i];
     if (const absl::Status s = flag->set(v, o); !s.ok()) {
-      std::fprintf(stderr, "weft %s: bad value '%s' for %s; accepted: %s\n", o.command, v, a,
-                   std::string(s.message()).c_str());
+      // weft run's -c once took collectives; nccl-tests' -c (and bench's) is the check count.
+      std::string hint;
+      BenchOptions named;
+      if (has_flag(flags, nflags, "--collectives") && add_collectives(v, named).ok()) {
+        hint = absl::StrCat(" (to choose collectives, name them as words or with --collectives ",
+                            v, ")");
+      }
+      std::fprintf(stderr, "weft %s: bad value '%s' for %s; accepted: %s%s\n", o.command, v, a,
+                   std::string(s.message()).c_str(), hint.c_str());
       return 2;
     }
   }

@@ -32,7 +32,9 @@ absl::Status set_check(const char* v, BenchOptions& o);
 absl::Status set_root(const char* v, BenchOptions& o);
 absl::Status set_types(const char* v, BenchOptions& o);
 absl::Status set_ops(const char* v, BenchOptions& o);
-absl::Status set_collectives(const char* v, BenchOptions& o);
+/// Adds the collectives named to those already chosen (each once): a command takes them as
+/// words and with --collectives, in any number.
+absl::Status add_collectives(const char* v, BenchOptions& o);
 absl::Status set_json(const char* v, BenchOptions& o);
 absl::Status set_compare(const char* v, BenchOptions& o);
 
