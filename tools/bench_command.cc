@@ -43,8 +43,10 @@ constexpr const char* kUsage =
     "                           n/a there. Needs an MPI build and mpirun\n"
     "      --self-test-corrupt  checks the checker: flips one result element on the last\n"
     "                           rank before each check; must exit nonzero\n"
-    "  -h, --help               this text\n"
-    "\n"
+    "  -h, --help               this text\n";
+
+// After the options (and the flags kFixedFlagsHelp lists).
+constexpr const char* kColumns =
     "Columns, as nccl-tests: size (B), count (elements per call argument), type, redop, root\n"
     "(-1 when the collective has none), then out of place and in place: time (us, the\n"
     "slowest rank's mean over the timed iterations, measured after a barrier), algbw (size /\n"
@@ -68,6 +70,9 @@ const Flag kFlags[] = {
     {"-c", "--check", set_check},              {"-r", "--root", set_root},
     {"-J", "--json", set_json},                {nullptr, "--compare", set_compare},
     {nullptr, "--collectives", add_collectives},
+    {"-g", "--ngpus", set_gpus},               {"-t", "--nthreads", set_threads},
+    {"-m", "--agg_iters", set_agg_iters},      {"-a", "--average", set_average},
+    {"-p", "--parallel_init", set_no_effect},  {"-z", "--blocking", set_no_effect},
     {nullptr, "--self-test-corrupt", nullptr, &BenchOptions::self_test_corrupt},
 };
 
@@ -79,7 +84,7 @@ int bench_command(int argc, char** argv) {
   bool help = false;
   if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), add_collectives, o, &help);
       rc != 0 || help) {
-    if (help) std::printf("%s", kUsage);
+    if (help) std::printf("%s\n%s\n%s", kUsage, kFixedFlagsHelp, kColumns);
     return rc;
   }
   if (o.collectives.empty()) {

@@ -120,6 +120,41 @@ absl::Status add_collectives(const char* v, BenchOptions& o) {
   return s;
 }
 
+// Each accepts the one value of nccl-tests' range that is what weft always does.
+absl::Status set_gpus(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("1; weft runs one rank per GPU (per process without GPUs): for more, launch "
+                 "more ranks with mpirun -np");
+}
+absl::Status set_threads(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("1; a weft rank is one process with one thread: for more, launch more ranks "
+                 "with mpirun -np");
+}
+absl::Status set_agg_iters(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("1; weft makes one call at a time (it has no group calls to aggregate)");
+}
+absl::Status set_average(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "3")) return absl::OkStatus();
+  return accepts("3; weft reports the slowest rank's time (nccl-tests' -a 3), so that the "
+                 "bandwidth is what the job got");
+}
+absl::Status set_no_effect(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "0") || !std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("0 or 1; neither changes anything in weft (its ranks are processes that each "
+                 "create their communicator, and its calls return when done)");
+}
+
+const char kFixedFlagsHelp[] =
+    "nccl-tests' flags for what weft does one way only, taken at that value so that a pasted\n"
+    "nccl-tests line runs; any other value is refused with the reason:\n"
+    "  -g, --ngpus 1            one GPU per rank: for more, more ranks (mpirun -np)\n"
+    "  -t, --nthreads 1         one thread per rank: likewise\n"
+    "  -m, --agg_iters 1        one call at a time\n"
+    "  -a, --average 3          the time is the slowest rank's\n"
+    "  -p, --parallel_init 0|1, -z, --blocking 0|1: no effect\n";
+
 int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
                 absl::Status (*positional)(const char*, BenchOptions&), BenchOptions& o,
                 bool* help) {

@@ -38,6 +38,18 @@ absl::Status add_collectives(const char* v, BenchOptions& o);
 absl::Status set_json(const char* v, BenchOptions& o);
 absl::Status set_compare(const char* v, BenchOptions& o);
 
+/// nccl-tests' flags for what weft does one way only, accepted at the value that means what
+/// weft does (so that a pasted nccl-tests line runs) and refused at any other with the
+/// reason: -g 1 (one GPU per rank), -t 1 (one thread), -m 1 (no aggregated calls), -a 3
+/// (the slowest rank's time), -p and -z 0 or 1 (no effect).
+absl::Status set_gpus(const char* v, BenchOptions& o);
+absl::Status set_threads(const char* v, BenchOptions& o);
+absl::Status set_agg_iters(const char* v, BenchOptions& o);
+absl::Status set_average(const char* v, BenchOptions& o);
+absl::Status set_no_effect(const char* v, BenchOptions& o);
+/// Their lines of a command's --help.
+extern const char kFixedFlagsHelp[];
+
 /// Parses argv[1..argc) against `flags`. A word that is not a flag goes to `positional`
 /// (an error when it is null). Returns 0, or 2 after printing why to stderr; sets *help
 /// on -h / --help. Messages suggest only flags that `flags` has.

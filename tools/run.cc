@@ -39,6 +39,9 @@ const Flag kFlags[] = {
     {"-w", "--warmup_iters", set_warmup},  {"-c", "--check", set_check},
     {"-d", "--datatype", set_types},       {"-o", "--op", set_ops},
     {nullptr, "--collectives", add_collectives},
+    {"-g", "--ngpus", set_gpus},               {"-t", "--nthreads", set_threads},
+    {"-m", "--agg_iters", set_agg_iters},      {"-a", "--average", set_average},
+    {"-p", "--parallel_init", set_no_effect},  {"-z", "--blocking", set_no_effect},
 };
 
 }  // namespace
@@ -56,7 +59,7 @@ int run_command(int argc, char** argv) {
   bool help = false;
   if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), add_collectives, o, &help);
       rc != 0 || help) {
-    if (help) std::printf("%s", kUsage);
+    if (help) std::printf("%s\n%s", kUsage, kFixedFlagsHelp);
     return rc;
   }
   if (o.collectives.empty()) {
