@@ -179,7 +179,7 @@ struct Totals {
 };
 
 void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, double create_ms,
-                  double memcpy, double single_copy) {
+                  double memcpy, double single_copy, bool raised) {
   std::printf("# weft %s:", o.command);
   for (CollectiveKind k : o.collectives) std::printf(" %s", name_of(k));
   std::printf(" on %d ranks (%d on this host), weft %s, reduction kernels %s\n", comm.size(),
@@ -193,6 +193,10 @@ void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, d
   std::printf("# memcpy, one core on rank 0: %.2f GB/s (64 MiB buffers, best of 5)\n", memcpy);
   std::printf("# process_vm_readv (the shm single copy), one core on rank 0: %.2f GB/s "
               "(64 MiB in 256 KiB calls, best of 5)\n", single_copy);
+  if (raised) {
+    std::printf("# sizes below one element (per rank for allgather and reduce_scatter) are "
+                "raised to one; the size column shows what ran\n");
+  }
   if (o.self_test_corrupt) {
     std::printf("# self test: rank %d flips one result element before each check; this run "
                 "must fail\n", comm.size() - 1);
@@ -253,7 +257,19 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   }
   // Resources each rank gets on its own; every rank learns whether all got them.
   const std::vector<size_t> sizes = sweep_sizes(o.min_bytes, o.max_bytes, o.factor, o.increment);
-  absl::StatusOr<Buffers> buffers = Buffers::allocate(sizes.empty() ? 0 : sizes.back());
+  int total_rows = 0;
+  bool raised = false;
+  size_t buffer_bytes = 0;  // a size raised to one element per rank may lie above -e
+  for (CollectiveKind k : o.collectives) {
+    for (DataType type : o.types) {
+      const std::vector<size_t> counts = sweep_counts(k, sizes, type, n);
+      total_rows += static_cast<int>((reduces(k) ? o.ops.size() : 1) * counts.size());
+      for (size_t size : sizes) raised = raised || below_one_element(k, size, type, n);
+      if (counts.empty()) continue;
+      buffer_bytes = std::max(buffer_bytes, bytes_of(Call{k, type, {}, 0, counts.back()}, n));
+    }
+  }
+  absl::StatusOr<Buffers> buffers = Buffers::allocate(buffer_bytes);
   FILE* json = nullptr;
   if (buffers.ok() && lead && !o.json_path.empty()) {
     json = std::fopen(o.json_path.c_str(), "w");
@@ -281,25 +297,23 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
     return out;
   }
   const Report report(n, peer ? peer->name() : nullptr, json, lead && stdout_is_terminal(job.mpi));
+
   if (lead) {
-    print_header(o, comm, peer.get(), *create_ms, memcpy, single_copy);
+    print_header(o, comm, peer.get(), *create_ms, memcpy, single_copy, raised);
     report.print_columns();
   }
 
-  int total_rows = 0;
-  for (CollectiveKind k : o.collectives) {
-    total_rows += static_cast<int>(o.types.size() * (reduces(k) ? o.ops.size() : 1) * sizes.size());
-  }
   Totals totals;
   int row_index = 0;
   for (CollectiveKind kind : o.collectives) {
     if (lead && o.collectives.size() > 1) std::printf("# %s\n", name_of(kind));
     const std::vector<ReduceOp> ops = reduces(kind) ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
     for (DataType type : o.types) {
+      const std::vector<size_t> counts = sweep_counts(kind, sizes, type, n);
       for (ReduceOp op : ops) {
-        for (size_t size : sizes) {
+        for (size_t count : counts) {
           Row row;
-          row.call = Call{kind, type, op, o.root, count_for(kind, size, type, n), false};
+          row.call = Call{kind, type, op, o.root, count, false};
           row.bytes = bytes_of(row.call, n);
           if (lead) report.progress(++row_index, total_rows, row.call, row.bytes);
           if (!measure_row(comm, *weft, peer.get(), *buffers, o, report, row)) {
@@ -307,7 +321,7 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
             if (lead) std::printf("# stopped: a call failed (see the errors above)\n");
             return out;
           }
-          totals.add(row, size == sizes.back());
+          totals.add(row, count == counts.back());
           out.wrong += row.weft[0].wrong + row.weft[1].wrong;
           out.peer_wrong += row.peer[0].wrong + row.peer[1].wrong;
           if (lead) report.print(row);
