@@ -9,7 +9,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/env.hpp"
 #include "tools/sweep.hpp"
 
 namespace weft::tools {
@@ -154,6 +156,20 @@ const char kFixedFlagsHelp[] =
     "  -m, --agg_iters 1        one call at a time\n"
     "  -a, --average 3          the time is the slowest rank's\n"
     "  -p, --parallel_init 0|1, -z, --blocking 0|1: no effect\n";
+
+std::string settings_help() {
+  // The names (and the timeout's default) from their declarations, so that they stay true.
+  return absl::StrFormat(
+      "Settings are WEFT_* environment variables (under mpirun, pass each with -x NAME=value);\n"
+      "`weft info` prints every one with its default and current value. The main ones:\n"
+      "  %-19s seconds any wait may take before the call fails (default %s)\n"
+      "  %-19s auto, shm or tcp: force one transport for every link\n"
+      "  %-19s force algorithms, e.g. allreduce=ring (weft info lists them)\n"
+      "  %-19s tcp's network interfaces (rails), e.g. eth0,eth1\n"
+      "  %-19s text every rank of the job shares; connections prove they know it\n",
+      env::kTimeout.name, env::kTimeout.default_value, env::kTransport.name,
+      env::kAlgorithm.name, env::kSocketIfname.name, env::kJobSecret.name);
+}
 
 int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
                 absl::Status (*positional)(const char*, BenchOptions&), BenchOptions& o,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "absl/status/status.h"
 
@@ -49,6 +50,10 @@ absl::Status set_average(const char* v, BenchOptions& o);
 absl::Status set_no_effect(const char* v, BenchOptions& o);
 /// Their lines of a command's --help.
 extern const char kFixedFlagsHelp[];
+
+/// The settings part of a command's --help: that they are WEFT_* environment variables,
+/// that `weft info` lists them all, and the ones a job most often needs.
+std::string settings_help();
 
 /// Parses argv[1..argc) against `flags`. A word that is not a flag goes to `positional`
 /// (an error when it is null). Returns 0, or 2 after printing why to stderr; sets *help

@@ -59,7 +59,7 @@ int run_command(int argc, char** argv) {
   bool help = false;
   if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), add_collectives, o, &help);
       rc != 0 || help) {
-    if (help) std::printf("%s\n%s", kUsage, kFixedFlagsHelp);
+    if (help) std::printf("%s\n%s\n%s", kUsage, kFixedFlagsHelp, settings_help().c_str());
     return rc;
   }
   if (o.collectives.empty()) {
