@@ -13,6 +13,7 @@
 #include "tools/bench_report.hpp"
 #include "tools/host.hpp"
 #include "tools/peer.hpp"
+#include "tools/stop.hpp"
 #include "tools/sweep.hpp"
 #include "tools/tally.hpp"
 
@@ -110,9 +111,11 @@ absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const Bench
 // One row: weft out of place and in place, then the peer the same way (when it has the
 // call); times reduced to the slowest rank's, wrong elements summed. False when a call
 // failed on any rank; each rank that saw a failure says why on stderr, once: its own
-// call's, else the bookkeeping's (the other ranks' calls failed; they say why).
+// call's, else the bookkeeping's (the other ranks' calls failed; they say why). *stop:
+// whether any rank was asked to stop (stop.hpp), the same on every rank, so that all stop
+// after this row.
 bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
-                 const BenchOptions& o, const Report& report, Row& row) {
+                 const BenchOptions& o, const Report& report, Row& row, bool* stop) {
   Peer* libraries[2] = {&weft, peer};
   const bool supported[2] = {true, peer != nullptr && peer->supports(row.call)};
   std::vector<Timing> cells;
@@ -123,16 +126,18 @@ bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
     cells.push_back(Timing{i, libraries[i / 2], call, place(call, buffers, comm.rank())});
   }
   double slowest[4] = {0, 0, 0, 0};
-  uint64_t wrong[5] = {0, 0, 0, 0, 0};  // [4]: this rank's failed calls
+  // [4]: this rank's failed calls; [5]: whether it was asked to stop.
+  uint64_t wrong[6] = {0, 0, 0, 0, 0, 0};
   const absl::Status measured = measure(cells, comm, o);
   if (!measured.ok()) wrong[4] = 1;
+  if (stop_requested()) wrong[5] = 1;
   for (const Timing& t : cells) {
     slowest[t.cell] = t.us;
     wrong[t.cell] = t.wrong;
   }
   // Every rank takes part even after its call failed, so that all learn to stop here.
   absl::Status tallied = max_in_place(comm, slowest, 4);
-  if (tallied.ok()) tallied = sum_in_place(comm, wrong, 5);
+  if (tallied.ok()) tallied = sum_in_place(comm, wrong, 6);
   if (!measured.ok() || !tallied.ok()) {
     report.end_progress();
     say_failed(o, comm.rank(), measured.ok() ? tallied.ToString()
@@ -141,6 +146,7 @@ bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
     return false;
   }
   if (wrong[4] != 0) return false;
+  *stop = wrong[5] != 0;
   for (int i = 0; i < 4; ++i) {
     Cell& c = i < 2 ? row.weft[i] : row.peer[i - 2];
     c.supported = supported[i / 2];
@@ -304,29 +310,46 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   }
 
   Totals totals;
-  int row_index = 0;
-  for (CollectiveKind kind : o.collectives) {
-    if (lead && o.collectives.size() > 1) std::printf("# %s\n", name_of(kind));
-    const std::vector<ReduceOp> ops = reduces(kind) ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
-    for (DataType type : o.types) {
-      const std::vector<size_t> counts = sweep_counts(kind, sizes, type, n);
-      for (ReduceOp op : ops) {
-        for (size_t count : counts) {
-          Row row;
-          row.call = Call{kind, type, op, o.root, count, false};
-          row.bytes = bytes_of(row.call, n);
-          if (lead) report.progress(++row_index, total_rows, row.call, row.bytes);
-          if (!measure_row(comm, *weft, peer.get(), *buffers, o, report, row)) {
-            out.failed = true;
-            if (lead) std::printf("# stopped: a call failed (see the errors above)\n");
-            return out;
+  // One sweep over every row; false when a call failed on any rank.
+  const auto sweep = [&](bool* stop) {
+    int row_index = 0;
+    for (CollectiveKind kind : o.collectives) {
+      if (lead && o.collectives.size() > 1) std::printf("# %s\n", name_of(kind));
+      const std::vector<ReduceOp> ops = reduces(kind) ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+      for (DataType type : o.types) {
+        const std::vector<size_t> counts = sweep_counts(kind, sizes, type, n);
+        for (ReduceOp op : ops) {
+          for (size_t count : counts) {
+            Row row;
+            row.call = Call{kind, type, op, o.root, count, false};
+            row.bytes = bytes_of(row.call, n);
+            if (lead) report.progress(++row_index, total_rows, row.call, row.bytes);
+            if (!measure_row(comm, *weft, peer.get(), *buffers, o, report, row, stop)) return false;
+            totals.add(row, count == counts.back());
+            out.wrong += row.weft[0].wrong + row.weft[1].wrong;
+            out.peer_wrong += row.peer[0].wrong + row.peer[1].wrong;
+            if (lead) report.print(row);
+            if (*stop) return true;
           }
-          totals.add(row, count == counts.back());
-          out.wrong += row.weft[0].wrong + row.weft[1].wrong;
-          out.peer_wrong += row.peer[0].wrong + row.peer[1].wrong;
-          if (lead) report.print(row);
         }
       }
+    }
+    return true;
+  };
+  // -N: the sweep again and again (0: until a signal), so that a fault test sees busbw
+  // before, during and after the fault; a signal ends it after the row under way.
+  if (o.cycles != 1) catch_stop_signals();
+  bool stop = false;
+  for (int cycle = 1; !stop && (o.cycles == 0 || cycle <= o.cycles); ++cycle) {
+    if (lead && o.cycles != 1) std::printf("# cycle %d\n", cycle);
+    if (!sweep(&stop)) {
+      out.failed = true;
+      if (lead) std::printf("# stopped: a call failed (see the errors above)\n");
+      return out;
+    }
+    if (stop && lead) {
+      std::printf("# stopped by signal in cycle %d (SIGINT, SIGTERM or SIGUSR1 on a rank); the "
+                  "footer counts the rows above\n", cycle);
     }
   }
   // Resident memory beyond the two buffers: weft's rings and relay, MPI's, the program's.

@@ -31,6 +31,11 @@ constexpr const char* kUsage =
     "  -c, --check N            extra, untimed iterations whose results are checked, each on\n"
     "                           fresh inputs (default 1; 0: no check, #wrong prints N/A)\n"
     "  -r, --root R             broadcast root (default 0)\n"
+    "  -N, --run_cycles N       run the whole sweep N times, each after a \"# cycle K\" line\n"
+    "                           (default 1; 0: until SIGINT, SIGTERM or SIGUSR1, which end\n"
+    "                           it after the row under way, with the footer; under mpirun,\n"
+    "                           which kills the ranks a second after it passes on SIGINT or\n"
+    "                           SIGTERM, send mpirun SIGUSR1). A failed call ends the run\n"
     "      --collectives LIST   more collectives, as the words before (a list, or all)\n"
     "  -J, --json FILE          also write one JSON object per line per collective, size,\n"
     "                           type and op, with every column (and the peer's); rank 0\n"
@@ -68,6 +73,7 @@ const Flag kFlags[] = {
     {"-d", "--datatype", set_types},           {"-o", "--op", set_ops},
     {"-n", "--iters", set_iters},              {"-w", "--warmup_iters", set_warmup},
     {"-c", "--check", set_check},              {"-r", "--root", set_root},
+    {"-N", "--run_cycles", set_cycles},
     {"-J", "--json", set_json},                {nullptr, "--compare", set_compare},
     {nullptr, "--collectives", add_collectives},
     {"-g", "--ngpus", set_gpus},               {"-t", "--nthreads", set_threads},

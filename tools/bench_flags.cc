@@ -87,6 +87,7 @@ absl::Status set_iters(const char* v, BenchOptions& o) { return parse_int(v, 1, 
 absl::Status set_warmup(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.warmup); }
 absl::Status set_check(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.check); }
 absl::Status set_root(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.root); }
+absl::Status set_cycles(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.cycles); }
 absl::Status set_json(const char* v, BenchOptions& o) {
   o.json_path = v;
   return o.json_path.empty() ? accepts("a file name") : absl::OkStatus();

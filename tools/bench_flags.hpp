@@ -31,6 +31,7 @@ absl::Status set_iters(const char* v, BenchOptions& o);
 absl::Status set_warmup(const char* v, BenchOptions& o);
 absl::Status set_check(const char* v, BenchOptions& o);
 absl::Status set_root(const char* v, BenchOptions& o);
+absl::Status set_cycles(const char* v, BenchOptions& o);
 absl::Status set_types(const char* v, BenchOptions& o);
 absl::Status set_ops(const char* v, BenchOptions& o);
 /// Adds the collectives named to those already chosen (each once): a command takes them as

@@ -30,6 +30,11 @@ constexpr const char* kUsage =
     "  -d, --datatype TYPE      int8 uint8 int32 uint32 int64 uint64 half float double\n"
     "                           bfloat16, a comma-separated list, or all (default float)\n"
     "  -o, --op OP              sum prod max min avg, a list, or all (default sum)\n"
+    "  -N, --run_cycles N       run the whole sweep N times, each after a \"# cycle K\" line\n"
+    "                           (default 1; 0: until SIGINT, SIGTERM or SIGUSR1, which end\n"
+    "                           it after the row under way, with the footer; under mpirun,\n"
+    "                           which kills the ranks a second after it passes on SIGINT or\n"
+    "                           SIGTERM, send mpirun SIGUSR1). A failed call ends the run\n"
     "      --collectives LIST   the collectives, as the words above (default all four)\n"
     "  -h, --help               this text\n";
 
@@ -38,6 +43,7 @@ const Flag kFlags[] = {
     {"-f", "--stepfactor", set_factor},    {"-n", "--iters", set_iters},
     {"-w", "--warmup_iters", set_warmup},  {"-c", "--check", set_check},
     {"-d", "--datatype", set_types},       {"-o", "--op", set_ops},
+    {"-N", "--run_cycles", set_cycles},
     {nullptr, "--collectives", add_collectives},
     {"-g", "--ngpus", set_gpus},               {"-t", "--nthreads", set_threads},
     {"-m", "--agg_iters", set_agg_iters},      {"-a", "--average", set_average},

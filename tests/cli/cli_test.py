@@ -341,6 +341,28 @@ def test_8i_cycles_until_a_signal(cli):
     check(re.search(r"^# stopped by signal", r.out, re.M), "says it was stopped", r)
 
 
+def test_8i_cycles_under_mpirun_until_sigusr1(cli):
+    # mpirun kills the ranks a second after it passes on SIGINT or SIGTERM, but passes
+    # SIGUSR1 on and leaves the job be: the ranks end cleanly, and mpirun's status is theirs.
+    if not cli.mpirun:
+        raise Skip("no mpirun")
+    root = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    job = Collected(subprocess.Popen(
+        [cli.mpirun, "--oversubscribe", "--bind-to", "none", "-np", "2", "-x", "WEFT_TIMEOUT",
+         cli.weft, "bench", "allreduce", *SMALL, "-N", "0"], env=clean_env(root),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True))
+    try:
+        started = job.wait_for("# cycle 3\n", COMMAND_TIMEOUT_S)
+        job.proc.send_signal(signal.SIGUSR1)
+        r = job.finish(COMMAND_TIMEOUT_S)
+    finally:
+        job.kill()
+    check(started, "reaches cycle 3", r)
+    check(r.rc == 0, "exit 0", r)
+    check("# Out of bounds values : 0 OK" in r.out, "rank 0 prints the footer", r)
+
+
 def test_8i_cycles_end_on_a_failed_call(cli):
     # allgather's recursive doubling needs a power-of-two rank count: every call fails.
     procs = cli.start_job(3, "bench", "allgather", *SMALL, "-N", "0",
