@@ -303,7 +303,6 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
     return out;
   }
   const Report report(n, peer ? peer->name() : nullptr, json, lead && stdout_is_terminal(job.mpi));
-
   if (lead) {
     print_header(o, comm, peer.get(), *create_ms, memcpy, single_copy, raised);
     report.print_columns();

@@ -1,5 +1,6 @@
-// `weft run`: the main job. The bench engine over all four collectives with run's defaults
-// (8 B to 64 MiB, factor 8, float sum, 5 timed iterations), every element checked.
+// `weft run`: the main job. The bench engine over all four collectives (or those named)
+// with run's defaults (8 B to 64 MiB, factor 8, float sum, 5 timed iterations), every
+// element checked.
 #include <cstdio>
 
 #include "tools/bench.hpp"
