@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,17 +13,16 @@
 #include "tools/bench_report.hpp"
 #include "tools/host.hpp"
 #include "tools/peer.hpp"
+#include "tools/stop.hpp"
 #include "tools/sweep.hpp"
+#include "tools/tally.hpp"
 
 namespace weft::tools {
 namespace {
 
-double max_over_ranks(Communicator& comm, double value) {
-  AllreduceOptions max;
-  max.op = ReduceOp::kMax;
-  double out = value;
-  if (!comm.allreduce(&value, &out, 1, DataType::kFloat64, max).ok()) return value;
-  return out;
+// This rank's failure, on one line of stderr that names the command and the rank.
+void say_failed(const BenchOptions& o, int rank, const std::string& what) {
+  std::fprintf(stderr, "weft %s: rank %d: %s\n", o.command, rank, what.c_str());
 }
 
 // The timed calls of a row run in rounds that cycle through its cells (weft out of place and
@@ -110,9 +110,12 @@ absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const Bench
 
 // One row: weft out of place and in place, then the peer the same way (when it has the
 // call); times reduced to the slowest rank's, wrong elements summed. False when a call
-// failed on any rank (each failing rank says why on stderr).
+// failed on any rank; each rank that saw a failure says why on stderr, once: its own
+// call's, else the bookkeeping's (the other ranks' calls failed; they say why). *stop:
+// whether any rank was asked to stop (stop.hpp), the same on every rank, so that all stop
+// after this row.
 bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
-                 const BenchOptions& o, Row& row) {
+                 const BenchOptions& o, const Report& report, Row& row, bool* stop) {
   Peer* libraries[2] = {&weft, peer};
   const bool supported[2] = {true, peer != nullptr && peer->supports(row.call)};
   std::vector<Timing> cells;
@@ -122,26 +125,28 @@ bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
     call.in_place = i % 2 == 1;
     cells.push_back(Timing{i, libraries[i / 2], call, place(call, buffers, comm.rank())});
   }
-  double us[4] = {0, 0, 0, 0};
-  uint64_t wrong[5] = {0, 0, 0, 0, 0};  // [4]: this rank's failed calls
-  const absl::Status s = measure(cells, comm, o);
-  if (!s.ok()) {
-    std::fprintf(stderr, "\nweft %s: rank %d: at %zu bytes, %s\n", o.command, comm.rank(),
-                 row.bytes, s.ToString().c_str());
-    wrong[4] = 1;
-  }
+  double slowest[4] = {0, 0, 0, 0};
+  // [4]: this rank's failed calls; [5]: whether it was asked to stop.
+  uint64_t wrong[6] = {0, 0, 0, 0, 0, 0};
+  const absl::Status measured = measure(cells, comm, o);
+  if (!measured.ok()) wrong[4] = 1;
+  if (stop_requested()) wrong[5] = 1;
   for (const Timing& t : cells) {
-    us[t.cell] = t.us;
+    slowest[t.cell] = t.us;
     wrong[t.cell] = t.wrong;
   }
-  AllreduceOptions max;
-  max.op = ReduceOp::kMax;
-  double slowest[4];
-  uint64_t wrong_all[5];
-  if (!comm.allreduce(us, slowest, 4, DataType::kFloat64, max).ok() ||
-      !comm.allreduce(wrong, wrong_all, 5, DataType::kUint64).ok() || wrong_all[4] != 0) {
+  // Every rank takes part even after its call failed, so that all learn to stop here.
+  absl::Status tallied = max_in_place(comm, slowest, 4);
+  if (tallied.ok()) tallied = sum_in_place(comm, wrong, 6);
+  if (!measured.ok() || !tallied.ok()) {
+    report.end_progress();
+    say_failed(o, comm.rank(), measured.ok() ? tallied.ToString()
+                                             : absl::StrFormat("at %zu bytes, %s", row.bytes,
+                                                               measured.ToString()));
     return false;
   }
+  if (wrong[4] != 0) return false;
+  *stop = wrong[5] != 0;
   for (int i = 0; i < 4; ++i) {
     Cell& c = i < 2 ? row.weft[i] : row.peer[i - 2];
     c.supported = supported[i / 2];
@@ -149,7 +154,7 @@ bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
     c.algbw = c.us > 0 ? static_cast<double>(row.bytes) / c.us / 1e3 : 0;
     c.busbw = c.algbw * bus_factor(row.call.kind, comm.size());
     c.checked = o.check > 0;
-    c.wrong = wrong_all[i];
+    c.wrong = wrong[i];
   }
   return true;
 }
@@ -180,7 +185,7 @@ struct Totals {
 };
 
 void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, double create_ms,
-                  double memcpy, double single_copy) {
+                  double memcpy, double single_copy, bool raised) {
   std::printf("# weft %s:", o.command);
   for (CollectiveKind k : o.collectives) std::printf(" %s", name_of(k));
   std::printf(" on %d ranks (%d on this host), weft %s, reduction kernels %s\n", comm.size(),
@@ -194,6 +199,10 @@ void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, d
   std::printf("# memcpy, one core on rank 0: %.2f GB/s (64 MiB buffers, best of 5)\n", memcpy);
   std::printf("# process_vm_readv (the shm single copy), one core on rank 0: %.2f GB/s "
               "(64 MiB in 256 KiB calls, best of 5)\n", single_copy);
+  if (raised) {
+    std::printf("# sizes below one element (per rank for allgather and reduce_scatter) are "
+                "raised to one; the size column shows what ran\n");
+  }
   if (o.self_test_corrupt) {
     std::printf("# self test: rank %d flips one result element before each check; this run "
                 "must fail\n", comm.size() - 1);
@@ -254,64 +263,102 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   }
   // Resources each rank gets on its own; every rank learns whether all got them.
   const std::vector<size_t> sizes = sweep_sizes(o.min_bytes, o.max_bytes, o.factor, o.increment);
-  absl::StatusOr<Buffers> buffers = Buffers::allocate(sizes.empty() ? 0 : sizes.back());
+  int total_rows = 0;
+  bool raised = false;
+  size_t buffer_bytes = 0;  // a size raised to one element per rank may lie above -e
+  for (CollectiveKind k : o.collectives) {
+    for (DataType type : o.types) {
+      const std::vector<size_t> counts = sweep_counts(k, sizes, type, n);
+      total_rows += static_cast<int>((reduces(k) ? o.ops.size() : 1) * counts.size());
+      for (size_t size : sizes) raised = raised || below_one_element(k, size, type, n);
+      if (counts.empty()) continue;
+      buffer_bytes = std::max(buffer_bytes, bytes_of(Call{k, type, {}, 0, counts.back()}, n));
+    }
+  }
+  absl::StatusOr<Buffers> buffers = Buffers::allocate(buffer_bytes);
   FILE* json = nullptr;
   if (buffers.ok() && lead && !o.json_path.empty()) {
     json = std::fopen(o.json_path.c_str(), "w");
     if (json == nullptr) buffers = absl::NotFoundError("cannot write -J " + o.json_path);
   }
   std::unique_ptr<FILE, int (*)(FILE*)> json_closer(json, [](FILE* f) { return f ? std::fclose(f) : 0; });
-  if (!buffers.ok()) {
-    std::fprintf(stderr, "weft %s: rank %d: %s\n", o.command, rank,
-                 std::string(buffers.status().message()).c_str());
-  }
-  if (sum_over_ranks(comm, buffers.ok() ? 0 : 1) != 0) {
+  if (!buffers.ok()) say_failed(o, rank, std::string(buffers.status().message()));
+  const absl::StatusOr<uint64_t> short_of_buffers = total_over_ranks(comm, buffers.ok() ? 0 : 1);
+  if (!short_of_buffers.ok()) say_failed(o, rank, short_of_buffers.status().ToString());
+  if (!short_of_buffers.ok() || *short_of_buffers != 0) {
     out.failed = true;
     return out;
   }
 
-  const double create_ms = max_over_ranks(comm, absl::ToDoubleMilliseconds(job.create_time));
+  const absl::StatusOr<double> create_ms =
+      max_over_ranks(comm, absl::ToDoubleMilliseconds(job.create_time));
   const double memcpy = lead ? memcpy_gbps() : 0;
   const double single_copy = lead ? process_vm_readv_gbps() : 0;
-  (void)comm.barrier();
+  // Rank 0 measured alone; the others wait for it here rather than inside a timed call.
+  absl::Status ready = create_ms.status();
+  if (ready.ok()) ready = comm.barrier();
+  if (!ready.ok()) {
+    say_failed(o, rank, ready.ToString());
+    out.failed = true;
+    return out;
+  }
   const Report report(n, peer ? peer->name() : nullptr, json, lead && stdout_is_terminal(job.mpi));
   if (lead) {
-    print_header(o, comm, peer.get(), create_ms, memcpy, single_copy);
+    print_header(o, comm, peer.get(), *create_ms, memcpy, single_copy, raised);
     report.print_columns();
   }
 
-  int total_rows = 0;
-  for (CollectiveKind k : o.collectives) {
-    total_rows += static_cast<int>(o.types.size() * (reduces(k) ? o.ops.size() : 1) * sizes.size());
-  }
   Totals totals;
-  int row_index = 0;
-  for (CollectiveKind kind : o.collectives) {
-    if (lead && o.collectives.size() > 1) std::printf("# %s\n", name_of(kind));
-    const std::vector<ReduceOp> ops = reduces(kind) ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
-    for (DataType type : o.types) {
-      for (ReduceOp op : ops) {
-        for (size_t size : sizes) {
-          Row row;
-          row.call = Call{kind, type, op, o.root, count_for(kind, size, type, n), false};
-          row.bytes = bytes_of(row.call, n);
-          if (lead) report.progress(++row_index, total_rows, row.call, row.bytes);
-          if (!measure_row(comm, *weft, peer.get(), *buffers, o, row)) {
-            out.failed = true;
-            if (lead) std::printf("# stopped: a call failed (see the errors above)\n");
-            return out;
+  // One sweep over every row; false when a call failed on any rank.
+  const auto sweep = [&](bool* stop) {
+    int row_index = 0;
+    for (CollectiveKind kind : o.collectives) {
+      if (lead && o.collectives.size() > 1) std::printf("# %s\n", name_of(kind));
+      const std::vector<ReduceOp> ops = reduces(kind) ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+      for (DataType type : o.types) {
+        const std::vector<size_t> counts = sweep_counts(kind, sizes, type, n);
+        for (ReduceOp op : ops) {
+          for (size_t count : counts) {
+            Row row;
+            row.call = Call{kind, type, op, o.root, count, false};
+            row.bytes = bytes_of(row.call, n);
+            if (lead) report.progress(++row_index, total_rows, row.call, row.bytes);
+            if (!measure_row(comm, *weft, peer.get(), *buffers, o, report, row, stop)) return false;
+            totals.add(row, count == counts.back());
+            out.wrong += row.weft[0].wrong + row.weft[1].wrong;
+            out.peer_wrong += row.peer[0].wrong + row.peer[1].wrong;
+            if (lead) report.print(row);
+            if (*stop) return true;
           }
-          totals.add(row, size == sizes.back());
-          out.wrong += row.weft[0].wrong + row.weft[1].wrong;
-          out.peer_wrong += row.peer[0].wrong + row.peer[1].wrong;
-          if (lead) report.print(row);
         }
       }
+    }
+    return true;
+  };
+  // -N: the sweep again and again (0: until a signal), so that a fault test sees busbw
+  // before, during and after the fault; a signal ends it after the row under way.
+  if (o.cycles != 1) catch_stop_signals();
+  bool stop = false;
+  for (int cycle = 1; !stop && (o.cycles == 0 || cycle <= o.cycles); ++cycle) {
+    if (lead && o.cycles != 1) std::printf("# cycle %d\n", cycle);
+    if (!sweep(&stop)) {
+      out.failed = true;
+      if (lead) std::printf("# stopped: a call failed (see the errors above)\n");
+      return out;
+    }
+    if (stop && lead) {
+      std::printf("# stopped by signal in cycle %d (SIGINT, SIGTERM or SIGUSR1 on a rank); the "
+                  "footer counts the rows above\n", cycle);
     }
   }
   // Resident memory beyond the two buffers: weft's rings and relay, MPI's, the program's.
   const double resident = static_cast<double>(resident_bytes()) - 2.0 * static_cast<double>(buffers->bytes());
-  const double resident_mib = max_over_ranks(comm, resident) / (1 << 20);
+  const absl::StatusOr<double> largest = max_over_ranks(comm, resident);
+  if (!largest.ok()) {
+    say_failed(o, rank, largest.status().ToString());
+    out.failed = true;
+  }
+  const double resident_mib = largest.ok() ? *largest / (1 << 20) : -1;
   if (lead) print_footer(o, out, totals, peer.get(), memcpy, resident_mib);
   return out;
 }

@@ -26,6 +26,7 @@ struct BenchOptions {
   int warmup = 5;
   int check = 1;  ///< checked iterations per size and placement; 0: no check
   int root = 0;
+  int cycles = 1;  ///< -N: how many times to run the whole sweep; 0: until stopped
   bool compare_mpi = false;
   std::string json_path;           ///< -J: one JSON object per line, empty for none
   bool self_test_corrupt = false;  ///< flip one result element on the last rank

@@ -14,8 +14,9 @@ constexpr const char* kUsage =
     "\n"
     "Times a collective over a size sweep the way nccl-tests does and checks every element\n"
     "of its results exactly. <collective>: allreduce, allgather, reduce_scatter, broadcast,\n"
-    "a comma-separated list of them, or all. Sizes are whole vectors: for allgather and\n"
-    "reduce_scatter each rank sends (receives) size / element size / N elements.\n"
+    "a comma-separated list of them, or all; several words add up, as does --collectives\n"
+    "LIST. Sizes are whole vectors: for allgather and reduce_scatter each rank sends\n"
+    "(receives) size / element size / N elements.\n"
     "\n"
     "  -b, --minbytes BYTES     smallest size (default 32M; K, M, G suffixes)\n"
     "  -e, --maxbytes BYTES     largest size (default 32M)\n"
@@ -30,6 +31,12 @@ constexpr const char* kUsage =
     "  -c, --check N            extra, untimed iterations whose results are checked, each on\n"
     "                           fresh inputs (default 1; 0: no check, #wrong prints N/A)\n"
     "  -r, --root R             broadcast root (default 0)\n"
+    "  -N, --run_cycles N       run the whole sweep N times, each after a \"# cycle K\" line\n"
+    "                           (default 1; 0: until SIGINT, SIGTERM or SIGUSR1, which end\n"
+    "                           it after the row under way, with the footer; under mpirun,\n"
+    "                           which kills the ranks a second after it passes on SIGINT or\n"
+    "                           SIGTERM, send mpirun SIGUSR1). A failed call ends the run\n"
+    "      --collectives LIST   more collectives, as the words before (a list, or all)\n"
     "  -J, --json FILE          also write one JSON object per line per collective, size,\n"
     "                           type and op, with every column (and the peer's); rank 0\n"
     "      --compare mpi        in the same run, the same sweep through MPI_Allreduce,\n"
@@ -41,8 +48,10 @@ constexpr const char* kUsage =
     "                           n/a there. Needs an MPI build and mpirun\n"
     "      --self-test-corrupt  checks the checker: flips one result element on the last\n"
     "                           rank before each check; must exit nonzero\n"
-    "  -h, --help               this text\n"
-    "\n"
+    "  -h, --help               this text\n";
+
+// After the options (and the flags kFixedFlagsHelp lists).
+constexpr const char* kColumns =
     "Columns, as nccl-tests: size (B), count (elements per call argument), type, redop, root\n"
     "(-1 when the collective has none), then out of place and in place: time (us, the\n"
     "slowest rank's mean over the timed iterations, measured after a barrier), algbw (size /\n"
@@ -64,7 +73,12 @@ const Flag kFlags[] = {
     {"-d", "--datatype", set_types},           {"-o", "--op", set_ops},
     {"-n", "--iters", set_iters},              {"-w", "--warmup_iters", set_warmup},
     {"-c", "--check", set_check},              {"-r", "--root", set_root},
+    {"-N", "--run_cycles", set_cycles},
     {"-J", "--json", set_json},                {nullptr, "--compare", set_compare},
+    {nullptr, "--collectives", add_collectives},
+    {"-g", "--ngpus", set_gpus},               {"-t", "--nthreads", set_threads},
+    {"-m", "--agg_iters", set_agg_iters},      {"-a", "--average", set_average},
+    {"-p", "--parallel_init", set_no_effect},  {"-z", "--blocking", set_no_effect},
     {nullptr, "--self-test-corrupt", nullptr, &BenchOptions::self_test_corrupt},
 };
 
@@ -74,9 +88,11 @@ int bench_command(int argc, char** argv) {
   BenchOptions o;
   o.collectives.clear();
   bool help = false;
-  if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), set_collectives, o, &help);
+  if (int rc = parse_flags(argc, argv, kFlags, std::size(kFlags), add_collectives, o, &help);
       rc != 0 || help) {
-    if (help) std::printf("%s", kUsage);
+    if (help) {
+      std::printf("%s\n%s\n%s\n%s", kUsage, kFixedFlagsHelp, settings_help().c_str(), kColumns);
+    }
     return rc;
   }
   if (o.collectives.empty()) {

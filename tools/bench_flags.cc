@@ -8,81 +8,173 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "src/env.hpp"
 #include "tools/sweep.hpp"
 
 namespace weft::tools {
 namespace {
 
-bool parse_int(const char* v, int min, int* out) {
+constexpr const char* kBytes = "a size in bytes such as 64, 8K, 256M or 1G (powers of 1024)";
+constexpr const char* kList = ", a comma-separated list, or all";
+
+absl::Status accepts(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+absl::Status parse_int(const char* v, int min, int* out) {
   int n = 0;
-  if (!absl::SimpleAtoi(v, &n) || n < min) return false;
+  if (!absl::SimpleAtoi(v, &n) || n < min) {
+    return accepts(absl::StrCat("a whole number, ", min, " or more"));
+  }
   *out = n;
-  return true;
+  return absl::OkStatus();
 }
 
-// "a,b,c" or "all" into `out`, each name through `parse`; `all` lists every value.
+// "a,b,c" or "all" into `out`, each name through `parse`; `all` lists every value, and is
+// what a bad name is told it may choose from.
 template <typename T, typename Parse>
-bool parse_list(const char* v, Parse parse, const std::vector<T>& all, std::vector<T>* out) {
+absl::Status parse_list(const char* v, Parse parse, const std::vector<T>& all, std::vector<T>* out) {
   const std::string list = v;
   if (list == "all") {
     *out = all;
-    return true;
+    return absl::OkStatus();
   }
   std::vector<T> values;
   for (size_t start = 0; start <= list.size();) {
     const size_t end = std::min(list.find(',', start), list.size());
     const std::optional<T> value = parse(list.substr(start, end - start));
-    if (!value || std::find(all.begin(), all.end(), *value) == all.end()) return false;
+    if (!value || std::find(all.begin(), all.end(), *value) == all.end()) {
+      std::vector<const char*> names;
+      for (const T& a : all) names.push_back(name_of(a));
+      return accepts(absl::StrCat(absl::StrJoin(names, " "), kList));
+    }
     values.push_back(*value);
     start = end + 1;
   }
   *out = values;
-  return true;
+  return absl::OkStatus();
+}
+
+bool has_flag(const Flag* flags, size_t nflags, const char* name) {
+  for (size_t f = 0; f < nflags; ++f) {
+    if ((flags[f].short_name && !std::strcmp(flags[f].short_name, name)) ||
+        (flags[f].long_name && !std::strcmp(flags[f].long_name, name))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
-bool set_min_bytes(const char* v, BenchOptions& o) { return parse_bytes(v, &o.min_bytes); }
-bool set_max_bytes(const char* v, BenchOptions& o) { return parse_bytes(v, &o.max_bytes); }
-bool set_factor(const char* v, BenchOptions& o) { return parse_bytes(v, &o.factor) && o.factor >= 1; }
-bool set_increment(const char* v, BenchOptions& o) {
+absl::Status set_min_bytes(const char* v, BenchOptions& o) {
+  return parse_bytes(v, &o.min_bytes) ? absl::OkStatus() : accepts(kBytes);
+}
+absl::Status set_max_bytes(const char* v, BenchOptions& o) {
+  return parse_bytes(v, &o.max_bytes) ? absl::OkStatus() : accepts(kBytes);
+}
+absl::Status set_factor(const char* v, BenchOptions& o) {
+  if (parse_bytes(v, &o.factor) && o.factor >= 1) return absl::OkStatus();
+  return accepts("a whole factor, 1 or more (1: add -i bytes instead)");
+}
+absl::Status set_increment(const char* v, BenchOptions& o) {
   // nccl-tests: the factor wins when both are given; -i alone means additive steps.
-  return parse_bytes(v, &o.increment) && o.increment >= 1;
+  if (parse_bytes(v, &o.increment) && o.increment >= 1) return absl::OkStatus();
+  return accepts(absl::StrCat(kBytes, ", 1 or more"));
 }
-bool set_iters(const char* v, BenchOptions& o) { return parse_int(v, 1, &o.iters); }
-bool set_warmup(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.warmup); }
-bool set_check(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.check); }
-bool set_root(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.root); }
-bool set_json(const char* v, BenchOptions& o) {
+absl::Status set_iters(const char* v, BenchOptions& o) { return parse_int(v, 1, &o.iters); }
+absl::Status set_warmup(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.warmup); }
+absl::Status set_check(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.check); }
+absl::Status set_root(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.root); }
+absl::Status set_cycles(const char* v, BenchOptions& o) { return parse_int(v, 0, &o.cycles); }
+absl::Status set_json(const char* v, BenchOptions& o) {
   o.json_path = v;
-  return !o.json_path.empty();
+  return o.json_path.empty() ? accepts("a file name") : absl::OkStatus();
 }
-bool set_compare(const char* v, BenchOptions& o) {
+absl::Status set_compare(const char* v, BenchOptions& o) {
   o.compare_mpi = std::strcmp(v, "mpi") == 0;
-  return o.compare_mpi;
+  return o.compare_mpi ? absl::OkStatus() : accepts("mpi");
 }
 
-bool set_types(const char* v, BenchOptions& o) {
+absl::Status set_types(const char* v, BenchOptions& o) {
   std::vector<DataType> all;
   for (int t = 0; t < kNumDataTypes; ++t) all.push_back(static_cast<DataType>(t));
   return parse_list<DataType>(v, [](const std::string& s) { return parse_data_type(s); }, all, &o.types);
 }
 
-bool set_ops(const char* v, BenchOptions& o) {
+absl::Status set_ops(const char* v, BenchOptions& o) {
   std::vector<ReduceOp> all;
   for (int op = 0; op < kNumReduceOps; ++op) all.push_back(static_cast<ReduceOp>(op));
   return parse_list<ReduceOp>(v, [](const std::string& s) { return parse_reduce_op(s); }, all, &o.ops);
 }
 
-bool set_collectives(const char* v, BenchOptions& o) {
+absl::Status add_collectives(const char* v, BenchOptions& o) {
   const std::vector<CollectiveKind> all = {CollectiveKind::kAllreduce, CollectiveKind::kAllgather,
                                            CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast};
-  return parse_list<CollectiveKind>(v, [](const std::string& s) { return parse_collective(s); },
-                                    all, &o.collectives);
+  std::vector<CollectiveKind> named;
+  absl::Status s = parse_list<CollectiveKind>(
+      v, [](const std::string& name) { return parse_collective(name); }, all, &named);
+  for (CollectiveKind k : named) {
+    if (std::find(o.collectives.begin(), o.collectives.end(), k) == o.collectives.end()) {
+      o.collectives.push_back(k);
+    }
+  }
+  return s;
+}
+
+// Each accepts the one value of nccl-tests' range that is what weft always does.
+absl::Status set_gpus(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("1; weft runs one rank per GPU (per process without GPUs): for more, launch "
+                 "more ranks with mpirun -np");
+}
+absl::Status set_threads(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("1; a weft rank is one process with one thread: for more, launch more ranks "
+                 "with mpirun -np");
+}
+absl::Status set_agg_iters(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("1; weft makes one call at a time (it has no group calls to aggregate)");
+}
+absl::Status set_average(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "3")) return absl::OkStatus();
+  return accepts("3; weft reports the slowest rank's time (nccl-tests' -a 3), so that the "
+                 "bandwidth is what the job got");
+}
+absl::Status set_no_effect(const char* v, BenchOptions&) {
+  if (!std::strcmp(v, "0") || !std::strcmp(v, "1")) return absl::OkStatus();
+  return accepts("0 or 1; neither changes anything in weft (its ranks are processes that each "
+                 "create their communicator, and its calls return when done)");
+}
+
+const char kFixedFlagsHelp[] =
+    "nccl-tests' flags for what weft does one way only, taken at that value so that a pasted\n"
+    "nccl-tests line runs; any other value is refused with the reason:\n"
+    "  -g, --ngpus 1            one GPU per rank: for more, more ranks (mpirun -np)\n"
+    "  -t, --nthreads 1         one thread per rank: likewise\n"
+    "  -m, --agg_iters 1        one call at a time\n"
+    "  -a, --average 3          the time is the slowest rank's\n"
+    "  -p, --parallel_init 0|1, -z, --blocking 0|1: no effect\n";
+
+std::string settings_help() {
+  // The names (and the timeout's default) from their declarations, so that they stay true.
+  return absl::StrFormat(
+      "Settings are WEFT_* environment variables (under mpirun, pass each with -x NAME=value);\n"
+      "`weft info` prints every one with its default and current value. The main ones:\n"
+      "  %-19s seconds any wait may take before the call fails (default %s)\n"
+      "  %-19s auto, shm or tcp: force one transport for every link\n"
+      "  %-19s force algorithms, e.g. allreduce=ring (weft info lists them)\n"
+      "  %-19s tcp's network interfaces (rails), e.g. eth0,eth1\n"
+      "  %-19s text every rank of the job shares; connections prove they know it\n",
+      env::kTimeout.name, env::kTimeout.default_value, env::kTransport.name,
+      env::kAlgorithm.name, env::kSocketIfname.name, env::kJobSecret.name);
 }
 
 int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
-                bool (*positional)(const char*, BenchOptions&), BenchOptions& o, bool* help) {
+                absl::Status (*positional)(const char*, BenchOptions&), BenchOptions& o,
+                bool* help) {
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
@@ -97,8 +189,10 @@ int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
       }
     }
     if (flag == nullptr && a[0] != '-' && positional != nullptr) {
-      if (positional(a, o)) continue;
-      std::fprintf(stderr, "weft %s: unknown collective '%s' (try --help)\n", o.command, a);
+      const absl::Status s = positional(a, o);
+      if (s.ok()) continue;
+      std::fprintf(stderr, "weft %s: unknown collective '%s'; accepted: %s\n", o.command, a,
+                   std::string(s.message()).c_str());
       return 2;
     }
     if (flag == nullptr) {
@@ -114,8 +208,16 @@ int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
       return 2;
     }
     const char* v = argv[++i];
-    if (!flag->set(v, o)) {
-      std::fprintf(stderr, "weft %s: bad value '%s' for %s (try --help)\n", o.command, v, a);
+    if (const absl::Status s = flag->set(v, o); !s.ok()) {
+      // weft run's -c once took collectives; nccl-tests' -c (and bench's) is the check count.
+      std::string hint;
+      BenchOptions named;
+      if (has_flag(flags, nflags, "--collectives") && add_collectives(v, named).ok()) {
+        hint = absl::StrCat(" (to choose collectives, name them as words or with --collectives ",
+                            v, ")");
+      }
+      std::fprintf(stderr, "weft %s: bad value '%s' for %s; accepted: %s%s\n", o.command, v, a,
+                   std::string(s.message()).c_str(), hint.c_str());
       return 2;
     }
   }
@@ -124,7 +226,10 @@ int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
     return 2;
   }
   if (o.min_bytes == 0 && o.factor > 1) {
-    std::fprintf(stderr, "weft %s: -b 0 with -f never grows; use -b 1 or more, or -i\n", o.command);
+    // run has no -i (its sizes always grow by a factor): suggest it only where it exists.
+    std::fprintf(stderr, "weft %s: -b 0 never grows by a factor (-f %zu); use -b 1 or more%s\n",
+                 o.command, o.factor,
+                 has_flag(flags, nflags, "-i") ? ", or -i BYTES without -f" : "");
     return 2;
   }
   return 0;

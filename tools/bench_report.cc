@@ -85,9 +85,13 @@ void Report::progress(int k, int total, const Call& call, size_t bytes) const {
   std::fflush(stderr);
 }
 
+void Report::end_progress() const {
+  if (progress_) std::fprintf(stderr, "\r\033[K");
+}
+
 void Report::print(const Row& row) const {
   const Call& c = row.call;
-  if (progress_) std::fprintf(stderr, "\r\033[K");
+  end_progress();
   std::string line = absl::StrFormat("%12zu  %12zu  %8s  %6s  %6d", row.bytes, c.count,
                                      name_of(c.type), redop_column(c), root_column(c));
   for (const Cell& w : row.weft) {

@@ -38,6 +38,8 @@ class Report {
   void print_columns() const;
   /// "\r[k/total] ..." on stderr, when progress is on.
   void progress(int k, int total, const Call& call, size_t bytes) const;
+  /// Clears the progress line, so that a message on stderr starts a line of its own.
+  void end_progress() const;
   /// The row on stdout and as one JSON line.
   void print(const Row& row) const;
 

@@ -8,5 +8,6 @@ int run_command(int argc, char** argv);
 int bench_command(int argc, char** argv);
 int info_command(int argc, char** argv);
 int cleanup_command(int argc, char** argv);
+int version_command(int argc, char** argv);
 
 }  // namespace weft::tools

@@ -18,9 +18,38 @@ bool reduces(CollectiveKind kind) {
   return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
 }
 
-size_t count_for(CollectiveKind kind, size_t bytes, DataType type, int nranks) {
+namespace {
+
+size_t whole_elements(CollectiveKind kind, size_t bytes, DataType type, int nranks) {
   const size_t count = bytes / size_of(type);
   return sized_per_rank(kind) ? count / static_cast<size_t>(nranks) : count;
+}
+
+}  // namespace
+
+bool below_one_element(CollectiveKind kind, size_t bytes, DataType type, int nranks) {
+  return bytes > 0 && whole_elements(kind, bytes, type, nranks) == 0;
+}
+
+// nccl-tests rounds such a size down to 0 elements and prints a 0-byte row, which times a
+// call that moves nothing and reads like a result; here it came out of -b 1 -d double
+// unnoticed. Refusing would break the sweep a nccl-tests user writes to cover every type
+// (-b 1 -d all, or -b 8 for allgather on many ranks), where what is meant is "from the
+// smallest size each can do". So the size is raised to one element (per rank), the header
+// says so, and the size column shows what ran. A size of 0 (-b 0 -i ...) stays a 0-byte
+// call, as asked.
+size_t count_for(CollectiveKind kind, size_t bytes, DataType type, int nranks) {
+  return below_one_element(kind, bytes, type, nranks) ? 1 : whole_elements(kind, bytes, type, nranks);
+}
+
+std::vector<size_t> sweep_counts(CollectiveKind kind, const std::vector<size_t>& sizes,
+                                 DataType type, int nranks) {
+  std::vector<size_t> counts;
+  for (size_t size : sizes) {
+    const size_t count = count_for(kind, size, type, nranks);
+    if (counts.empty() || counts.back() != count) counts.push_back(count);
+  }
+  return counts;
 }
 
 size_t bytes_of(const Call& call, int nranks) {

@@ -30,8 +30,15 @@ bool sized_per_rank(CollectiveKind kind);
 bool reduces(CollectiveKind kind);
 
 /// The count argument for a size in bytes, as nccl-tests derives it: bytes / element size,
-/// divided by the rank count for allgather and reduce_scatter.
+/// divided by the rank count for allgather and reduce_scatter, rounded down; except that a
+/// size above 0 too small for one element (per rank) is raised to one (see sweep.cc).
 size_t count_for(CollectiveKind kind, size_t bytes, DataType type, int nranks);
+/// Whether count_for raises `bytes`: above 0, but less than one element (per rank).
+bool below_one_element(CollectiveKind kind, size_t bytes, DataType type, int nranks);
+/// count_for of each size, each count once: sizes that round (or are raised) to the same
+/// count would repeat the same row.
+std::vector<size_t> sweep_counts(CollectiveKind kind, const std::vector<size_t>& sizes,
+                                 DataType type, int nranks);
 /// Bytes of the whole vector a call moves (the size column): count * element (* nranks).
 size_t bytes_of(const Call& call, int nranks);
 

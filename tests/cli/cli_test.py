@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""The `weft` command's behaviour at its edges (issue 19, items 3 and 8).
+
+Usage: cli_test.py WEFT_BINARY [--mpirun MPIRUN] [CASE_SUBSTRING ...]
+
+Each case runs the command as a user would and checks its exit status and what it prints:
+that no failure is silent, that nccl-tests' flags mean what they mean there, that help,
+version and error messages say what to do. Single-rank jobs start without mpirun
+(WEFT_RANK=0 WEFT_SIZE=1 WEFT_COORDINATOR on a free loopback port); multi-rank jobs start
+by hand the same way, or under mpirun where a case is about the MPI launch. Every command
+has a timeout, and WEFT_TIMEOUT bounds every wait inside weft. Cases that need mpirun skip
+without one. Prints one line per case and "N passed, N failed, N skipped"; exits 1 if any
+case failed.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+COMMAND_TIMEOUT_S = 60  # any one command
+WEFT_TIMEOUT_S = "20"   # any wait inside weft
+LOOPBACK = "127.0.0.1"
+
+
+class Skip(Exception):
+    pass
+
+
+class Failure(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def clean_env(extra=None):
+    """This environment without launcher or weft settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_", "WEFT_"))}
+    env["WEFT_TIMEOUT"] = WEFT_TIMEOUT_S
+    env.update(extra or {})
+    return env
+
+
+class Result:
+    def __init__(self, rc, out, err):
+        self.rc, self.out, self.err = rc, out, err
+
+    def __repr__(self):
+        return f"exit {self.rc}\n--- stdout\n{self.out[-3000:]}\n--- stderr\n{self.err[-3000:]}"
+
+
+def rows(text):
+    """The table's rows: (size, count, type) of every line that is not a comment."""
+    found = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and not line.startswith("#") and fields[0].isdigit():
+            found.append((int(fields[0]), int(fields[1]), fields[2]))
+    return found
+
+
+def check(condition, what, result):
+    if not condition:
+        raise Failure(f"{what}\n{result!r}")
+
+
+class Cli:
+    def __init__(self, weft, mpirun):
+        self.weft = weft
+        self.mpirun = mpirun
+
+    def solo(self, *args, env=None, stdout=None):
+        """One rank, launched by hand."""
+        job_env = clean_env(dict(WEFT_RANK="0", WEFT_SIZE="1",
+                                 WEFT_COORDINATOR=f"{LOOPBACK}:{free_port()}", **(env or {})))
+        return self.run([self.weft, *args], job_env, stdout)
+
+    def run(self, argv, env, stdout=None):
+        try:
+            p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL,
+                               stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=COMMAND_TIMEOUT_S, text=True)
+        except subprocess.TimeoutExpired as e:
+            raise Failure(f"{' '.join(argv)} ran past {COMMAND_TIMEOUT_S} s: {e.stdout} {e.stderr}")
+        return Result(p.returncode, p.stdout or "", p.stderr)
+
+    def under_mpirun(self, ranks, *args, env=None):
+        if not self.mpirun:
+            raise Skip("no mpirun")
+        exports = []
+        for key in ["WEFT_TIMEOUT", *(env or {})]:
+            exports += ["-x", key]
+        root = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        return self.run([self.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
+                         *exports, self.weft, *args], clean_env(dict(root, **(env or {}))))
+
+    def start_job(self, ranks, *args, env=None):
+        """`ranks` processes launched by hand; returns them with their output collectors."""
+        port = free_port()
+        procs = []
+        for rank in range(ranks):
+            job_env = clean_env(dict(WEFT_RANK=str(rank), WEFT_SIZE=str(ranks),
+                                     WEFT_COORDINATOR=f"{LOOPBACK}:{port}", **(env or {})))
+            p = subprocess.Popen([self.weft, *args], env=job_env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+            procs.append(Collected(p))
+        return procs
+
+
+class Collected:
+    """A running process whose stdout and stderr are read as they come."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.out, self.err = [], []
+        self.threads = [threading.Thread(target=self._read, args=(s, b), daemon=True)
+                        for s, b in ((proc.stdout, self.out), (proc.stderr, self.err))]
+        for t in self.threads:
+            t.start()
+
+    def _read(self, stream, buf):
+        for line in stream:
+            buf.append(line)
+
+    def wait_for(self, text, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if text in "".join(self.out):
+                return True
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        return text in "".join(self.out)
+
+    def finish(self, timeout):
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            self.err.append(f"\n(killed after {timeout} s)\n")
+        for t in self.threads:
+            t.join(5)
+        return Result(rc, "".join(self.out), "".join(self.err))
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+SETTINGS = ["WEFT_TIMEOUT", "WEFT_TRANSPORT", "WEFT_ALGORITHM", "WEFT_SOCKET_IFNAME",
+            "WEFT_JOB_SECRET"]
+SMALL = ["-b", "8", "-e", "8", "-n", "1", "-w", "0"]
+
+
+# Item 3: no failure of the command is silent.
+
+def test_3_forced_algorithm_is_reported(cli):
+    # WEFT_ALGORITHM forces the push (two ranks only) on four: the calls fail, and the bench's
+    # own sums of its results must neither fail with them nor hide why.
+    r = cli.under_mpirun(4, "bench", "allreduce", "-b", "8", "-e", "1K",
+                         env=dict(WEFT_ALGORITHM="allreduce=push"))
+    check(r.rc == 1, "exit status 1", r)
+    check("is for two ranks, not 4" in r.err, "the library's message on stderr", r)
+    lines = [l for l in r.err.splitlines() if "is for two ranks" in l]
+    check(all(re.search(r"rank [0-3]", l) for l in lines), "each line names its rank", r)
+    check(len(lines) <= 4, "at most one line per rank", r)
+
+
+def test_3_run_forced_algorithm_is_reported(cli):
+    r = cli.under_mpirun(4, "run", "-b", "8", "-e", "1K",
+                         env=dict(WEFT_ALGORITHM="allreduce=push"))
+    check(r.rc == 1, "exit status 1", r)
+    check("is for two ranks, not 4" in r.err, "the library's message on stderr", r)
+
+
+def test_3_unwritable_stdout_is_reported(cli):
+    with open("/dev/full", "w") as full:
+        r = cli.solo("info", stdout=full)
+    check(r.rc == 1, "exit status 1 when stdout cannot be written", r)
+    check("stdout" in r.err, "a message naming stdout", r)
+
+
+# Item 8a: -c is nccl-tests' check count in `weft run` too.
+
+def test_8a_run_c_is_check(cli):
+    r = cli.solo("run", "-c", "0", *SMALL)
+    check(r.rc == 0, "exit 0", r)
+    check("check iters: 0" in r.out, "-c 0 sets the check count", r)
+    check(all("N/A" in l for l in r.out.splitlines() if rows(l)), "#wrong is N/A", r)
+
+
+def test_8a_run_collectives_by_name(cli):
+    r = cli.solo("run", "--collectives", "broadcast", *SMALL)
+    check(r.rc == 0 and "# weft run: broadcast on 1 ranks" in r.out, "--collectives LIST", r)
+    r = cli.solo("run", "allgather", "reduce_scatter", *SMALL)
+    check(r.rc == 0 and "# weft run: allgather reduce_scatter on 1 ranks" in r.out,
+          "collectives as words, as in bench", r)
+
+
+def test_8a_run_c_with_names_says_where_they_went(cli):
+    r = cli.solo("run", "-c", "allreduce")
+    check(r.rc == 2, "exit 2", r)
+    check("--collectives" in r.err, "points at --collectives", r)
+
+
+# Item 8b: nccl-tests' -g (and -t) take 1.
+
+def test_8b_g_one_is_accepted(cli):
+    for flags in (["-g", "1"], ["--ngpus", "1"], ["-t", "1"], ["--nthreads", "1"]):
+        r = cli.solo("bench", "allreduce", *flags, *SMALL)
+        check(r.rc == 0, f"bench {' '.join(flags)} runs", r)
+    r = cli.solo("run", "-g", "1", *SMALL)
+    check(r.rc == 0, "run -g 1 runs", r)
+
+
+def test_8b_g_more_is_refused_with_a_reason(cli):
+    for flags in (["-g", "8"], ["-t", "2"]):
+        r = cli.solo("bench", "allreduce", *flags)
+        check(r.rc == 2 and "mpirun -np" in r.err, f"{' '.join(flags)}: says to launch ranks", r)
+
+
+# Item 8c: `weft help <command>` is that command's help.
+
+def test_8c_help_command(cli):
+    for command, usage in (("bench", "weft bench <collective>"), ("run", "weft run"),
+                           ("info", "usage: weft info"), ("cleanup", "usage: weft cleanup")):
+        r = cli.run([cli.weft, "help", command], clean_env())
+        check(r.rc == 0 and usage in r.out and "commands:" not in r.out,
+              f"weft help {command} prints {command}'s help", r)
+    r = cli.run([cli.weft, "help", "nosuch"], clean_env())
+    check(r.rc == 2 and "nosuch" in r.err, "weft help nosuch fails naming it", r)
+
+
+# Item 8d: a version.
+
+def test_8d_version(cli):
+    for flag in ("--version", "version"):
+        r = cli.run([cli.weft, flag], clean_env())
+        check(r.rc == 0 and re.match(r"weft \d+\.\d+\.\d+", r.out), f"weft {flag}", r)
+        check(re.search(r"^mpi: ", r.out, re.M), "says whether MPI is built in", r)
+
+
+# Item 8e: a size below one element is never silently a 0-byte row.
+
+def test_8e_sizes_below_an_element(cli):
+    r = cli.solo("bench", "allreduce", "-b", "1", "-e", "16", "-f", "2", "-d", "double",
+                 "-n", "1", "-w", "0")
+    check(r.rc == 0, "exit 0", r)
+    check([s for s, _, _ in rows(r.out)] == [8, 16], "rows of 8 and 16 bytes only", r)
+    check(re.search(r"^# .*raised", r.out, re.M), "the header says sizes were raised", r)
+
+
+def test_8e_per_rank_sizes_below_an_element(cli):
+    # allgather's size is divided by the rank count: 8 B of doubles on 2 ranks is half an
+    # element each.
+    procs = cli.start_job(2, "bench", "allgather", "-d", "double", *SMALL)
+    results = [p.finish(COMMAND_TIMEOUT_S) for p in procs]
+    r = results[0]
+    check(all(x.rc == 0 for x in results), "exit 0 on both ranks", r)
+    check([s for s, _, _ in rows(r.out)] == [16], "one row of 16 bytes (one double each)", r)
+
+
+# Item 8f: a bad value lists what is accepted.
+
+def test_8f_bad_values_list_the_accepted(cli):
+    for args, names in ((["bench", "allreduce", "-d", "flaot"], ["int8", "bfloat16", "all"]),
+                        (["run", "-d", "flaot"], ["int8", "bfloat16", "all"]),
+                        (["bench", "allreduce", "-o", "summ"], ["sum", "prod", "avg", "all"]),
+                        (["bench", "allreducee"], ["allgather", "reduce_scatter", "broadcast"]),
+                        (["run", "--collectives", "bcast"], ["allreduce", "broadcast"])):
+        r = cli.solo(*args)
+        check(r.rc == 2 and all(n in r.err for n in names),
+              f"weft {' '.join(args)} lists {names}", r)
+
+
+# Item 8g: messages suggest only flags the command has.
+
+def flags_in(text):
+    return set(re.findall(r"(?<![\w-])(-[a-zA-Z]|--[a-z][a-z_-]+)\b", text))
+
+
+def test_8g_run_messages_name_run_flags(cli):
+    help_flags = flags_in(cli.run([cli.weft, "run", "--help"], clean_env()).out)
+    for args in (["-b", "0"], ["-b", "2K", "-e", "1K"], ["-c", "allreduce"], ["-x"]):
+        r = cli.solo("run", *args)
+        check(r.rc == 2, f"weft run {' '.join(args)} is bad usage", r)
+        foreign = flags_in(r.err) - help_flags - set(args)  # echoing the user's own is fine
+        check(not foreign, f"message names flags run lacks: {sorted(foreign)}", r)
+
+
+# Item 8h: the help of the jobs names the settings.
+
+def test_8h_help_names_the_settings(cli):
+    for command in ("run", "bench"):
+        r = cli.run([cli.weft, command, "--help"], clean_env())
+        check(r.rc == 0 and "weft info" in r.out and all(s in r.out for s in SETTINGS),
+              f"weft {command} --help names weft info and {SETTINGS}", r)
+
+
+# Item 8i: -N cycles.
+
+def test_8i_cycles(cli):
+    r = cli.solo("bench", "allreduce", "-b", "8", "-e", "16", "-f", "2", "-n", "1", "-w", "0",
+                 "-N", "3")
+    check(r.rc == 0, "exit 0", r)
+    cycles = re.findall(r"^# cycle (\d+)", r.out, re.M)
+    check(cycles == ["1", "2", "3"], "three cycles, each marked", r)
+    check(len(rows(r.out)) == 6 and r.out.count("# Out of bounds values") == 1,
+          "two rows a cycle, one footer", r)
+    r = cli.solo("run", "-N", "2", *SMALL)
+    check(r.rc == 0 and re.findall(r"^# cycle (\d+)", r.out, re.M) == ["1", "2"], "run -N 2", r)
+
+
+def test_8i_cycles_until_a_signal(cli):
+    # -N 0 runs until stopped; a SIGTERM to one rank stops every rank after the same row.
+    procs = cli.start_job(2, "bench", "allreduce", *SMALL, "-N", "0")
+    try:
+        started = procs[0].wait_for("# cycle 3\n", COMMAND_TIMEOUT_S)
+        procs[1].proc.send_signal(signal.SIGTERM)
+        results = [p.finish(COMMAND_TIMEOUT_S) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    r = results[0]
+    check(started, "reaches cycle 3", r)
+    check(all(x.rc == 0 for x in results), f"both ranks exit 0: {[x.rc for x in results]}", r)
+    check("# Out of bounds values : 0 OK" in r.out, "rank 0 prints the footer", r)
+    check(re.search(r"^# stopped by signal", r.out, re.M), "says it was stopped", r)
+
+
+def test_8i_cycles_under_mpirun_until_sigusr1(cli):
+    # mpirun kills the ranks a second after it passes on SIGINT or SIGTERM, but passes
+    # SIGUSR1 on and leaves the job be: the ranks end cleanly, and mpirun's status is theirs.
+    if not cli.mpirun:
+        raise Skip("no mpirun")
+    root = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    job = Collected(subprocess.Popen(
+        [cli.mpirun, "--oversubscribe", "--bind-to", "none", "-np", "2", "-x", "WEFT_TIMEOUT",
+         cli.weft, "bench", "allreduce", *SMALL, "-N", "0"], env=clean_env(root),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True))
+    try:
+        started = job.wait_for("# cycle 3\n", COMMAND_TIMEOUT_S)
+        job.proc.send_signal(signal.SIGUSR1)
+        r = job.finish(COMMAND_TIMEOUT_S)
+    finally:
+        job.kill()
+    check(started, "reaches cycle 3", r)
+    check(r.rc == 0, "exit 0", r)
+    check("# Out of bounds values : 0 OK" in r.out, "rank 0 prints the footer", r)
+
+
+def test_8i_cycles_end_on_a_failed_call(cli):
+    # allgather's recursive doubling needs a power-of-two rank count: every call fails.
+    procs = cli.start_job(3, "bench", "allgather", *SMALL, "-N", "0",
+                          env=dict(WEFT_ALGORITHM="allgather=recursive_doubling"))
+    results = [p.finish(COMMAND_TIMEOUT_S) for p in procs]
+    check(all(x.rc == 1 for x in results), f"every rank exits 1: {[x.rc for x in results]}",
+          results[0])
+    check(all("power-of-two" in x.err for x in results), "each rank says why", results[0])
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        print(__doc__)
+        return 2
+    weft, rest, mpirun = os.path.abspath(args[0]), args[1:], shutil.which("mpirun")
+    if rest[:1] == ["--mpirun"]:
+        mpirun, rest = rest[1], rest[2:]
+    cli = Cli(weft, mpirun)
+    cases = [(name, f) for name, f in globals().items() if name.startswith("test_")]
+    cases = [(n, f) for n, f in cases if not rest or any(s in n for s in rest)]
+    passed = failed = skipped = 0
+    for name, case in cases:
+        start = time.monotonic()
+        try:
+            case(cli)
+            passed += 1
+            print(f"PASS {name} ({time.monotonic() - start:.1f} s)", flush=True)
+        except Skip as e:
+            skipped += 1
+            print(f"SKIP {name}: {e}", flush=True)
+        except Failure as e:
+            failed += 1
+            print(f"FAIL {name}: {e}", flush=True)
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+#include "tools/stop.hpp"
+
+#include <csignal>
+
+namespace weft::tools {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+void on_stop(int) { g_stop = 1; }
+
+}  // namespace
+
+void catch_stop_signals() {
+  struct sigaction action = {};
+  action.sa_handler = on_stop;
+  sigemptyset(&action.sa_mask);
+  // Restarted system calls leave the library's waits as they were.
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  // mpirun forwards SIGUSR1 to every rank and leaves the job be, where SIGINT and SIGTERM
+  // make it kill the ranks a second later (Open MPI's odls_base_sigkill_timeout).
+  sigaction(SIGUSR1, &action, nullptr);
+}
+
+bool stop_requested() { return g_stop != 0; }
+
+}  // namespace weft::tools
