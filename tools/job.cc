@@ -60,10 +60,4 @@ int leave_job(Job* job, int exit_code) {
   return exit_code;
 }
 
-uint64_t sum_over_ranks(Communicator& comm, uint64_t value) {
-  uint64_t total = 0;
-  if (!comm.allreduce(&value, &total, 1, DataType::kUint64).ok()) return ~uint64_t{0};
-  return total;
-}
-
 }  // namespace weft::tools

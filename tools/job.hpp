@@ -28,7 +28,4 @@ absl::StatusOr<Job> join_job(int* argc, char*** argv);
 /// and exit nonzero.
 int leave_job(Job* job, int exit_code);
 
-/// Every rank's `value` summed across the job (for totals such as wrong-element counts).
-uint64_t sum_over_ranks(Communicator& comm, uint64_t value);
-
 }  // namespace weft::tools
