@@ -244,7 +244,10 @@ Registry& registry() {
 absl::StatusOr<UniqueId> make_unique_id() {
   auto config = Config::from_env();
   if (!config.ok()) return config.status();
-  auto ip = transport::tcp::choose_listen_ip(config->socket_ifname);
+  // mpirun's rank 0 (create_from_mpi) serves ranks that the launcher may place on this host
+  // alone: then only loopback needs to reach the rendezvous.
+  auto ip = transport::tcp::choose_listen_ip(
+      listen_ifname(config->socket_ifname, launcher_says_one_host()));
   if (!ip.ok()) return ip.status();
   auto sa = transport::tcp::make_sockaddr(*ip, 0);
   if (!sa.ok()) return sa.status();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
+#include "src/launch_env.hpp"
 #include "src/router.hpp"
 #include "src/shrink.hpp"
 
@@ -46,7 +47,7 @@ Comm::Comm(int rank, int size, Config config)
 Comm::~Comm() = default;
 
 absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t job_id,
-                                                   const JobSecret& secret,
+                                                   const JobSecret& secret, bool every_rank_here,
                                                    const Exchange& exchange) {
   if (size <= 0 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
@@ -65,7 +66,8 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   init.size = size;
   init.job_id = job_id;
   init.secret = secret;
-  init.socket_ifname = comm->config_.socket_ifname;
+  comm->every_rank_here_ = every_rank_here;
+  init.socket_ifname = listen_ifname(comm->config_.socket_ifname, every_rank_here);
   init.ring_bytes = comm->config_.shm_ring_bytes;
   init.single_copy_bytes = comm->config_.shm_single_copy_bytes;
   PeerInfo self;
@@ -278,7 +280,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::shrink(absl::Duration timeout,
   auto outcome = agreement.agree(timeout);
   if (!outcome.ok()) return outcome.status();
   const Deadline deadline = Deadline::after(timeout);
-  auto comm = Comm::create(outcome->rank, outcome->size, outcome->job_id, secret_,
+  auto comm = Comm::create(outcome->rank, outcome->size, outcome->job_id, secret_, every_rank_here_,
                            [&](const PeerInfo& self) { return agreement.exchange(self, deadline); });
   if (!comm.ok()) return comm.status();
   if (dropped != nullptr) *dropped = outcome->dropped;

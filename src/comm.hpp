@@ -25,9 +25,11 @@ class Comm : public LinkProvider {
  public:
   /// Builds the communicator: transports listen, `exchange` meets the other ranks, the
   /// topology and the schedule are derived. `job_id` and `secret` must be the same on every
-  /// rank; every connection proves the secret.
+  /// rank; every connection proves the secret. `every_rank_here`: the caller knows that all
+  /// ranks share this host, so tcp listens on loopback alone (listen_ifname).
   static absl::StatusOr<std::unique_ptr<Comm>> create(int rank, int size, uint64_t job_id,
                                                       const JobSecret& secret,
+                                                      bool every_rank_here,
                                                       const Exchange& exchange);
   ~Comm() override;
 
@@ -81,6 +83,7 @@ class Comm : public LinkProvider {
   std::unique_ptr<transport::Transport> control_;  // shrink's own tcp listener
   Topology topology_;
   bool shm_only_ = false;  // every link is over shm (algorithm choice)
+  bool every_rank_here_ = false;  // as create() was told; a shrunk communicator inherits it
   Schedule schedule_;
   std::vector<std::unique_ptr<transport::Pair>> links_;  // by peer rank; null until used
   std::unique_ptr<std::byte[]> relay_;

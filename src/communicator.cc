@@ -50,9 +50,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_unguarded(con
   auto secret = job_secret(decoded->secret);
   if (!secret.ok()) return secret.status();
   const Deadline deadline = bootstrap_deadline();
-  auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, [&](const PeerInfo& self) {
-    return bootstrap_exchange(id, rank, size, self, deadline);
-  });
+  // Ranks that all met rank 0 on loopback, or that the launcher placed on this host, need
+  // no listener on a network.
+  const bool every_rank_here = decoded->address.is_loopback() || launcher_says_one_host();
+  auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, every_rank_here,
+                                   [&](const PeerInfo& self) {
+                                     return bootstrap_exchange(id, rank, size, self, deadline);
+                                   });
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(new Communicator(*std::move(comm)));
 }
@@ -80,9 +84,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_from_env_ungu
   const int rank = launch->rank, size = launch->size;
   const std::string coordinator = launch->coordinator;
   const std::string socket_ifname = env_value(env::kSocketIfname);
-  auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, [&](const PeerInfo& self) {
-    return bootstrap_from_coordinator(coordinator, socket_ifname, rank, size, self, deadline);
-  });
+  const bool every_rank_here = decoded->address.is_loopback() || launch->local_size == size;
+  auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, every_rank_here,
+                                   [&](const PeerInfo& self) {
+                                     return bootstrap_from_coordinator(coordinator, socket_ifname,
+                                                                       rank, size, self, deadline);
+                                   });
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(new Communicator(*std::move(comm)));
 }

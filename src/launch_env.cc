@@ -205,4 +205,14 @@ absl::StatusOr<LaunchInfo> read_launch_info(const EnvLookup& lookup) {
   return info;
 }
 
+bool launcher_says_one_host(const EnvLookup& lookup) {
+  auto launch = read_launch_info(lookup);
+  return launch.ok() && launch->local_size == launch->size;
+}
+
+std::string listen_ifname(const std::string& socket_ifname, bool every_rank_here) {
+  if (!socket_ifname.empty()) return socket_ifname;
+  return every_rank_here ? "lo" : "";
+}
+
 }  // namespace weft

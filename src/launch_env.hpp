@@ -43,4 +43,15 @@ inline constexpr int kMaxLaunchSize = 1 << 20;
 /// names the variable and its value); FailedPrecondition when no source is present.
 absl::StatusOr<LaunchInfo> read_launch_info(const EnvLookup& lookup = read_env);
 
+/// Whether the launcher says that every rank it started runs on this host (its local size is
+/// its size). False when it does not say, or when nothing launched this process.
+bool launcher_says_one_host(const EnvLookup& lookup = read_env);
+
+/// The interfaces tcp listens on (the bootstrap's rendezvous, the data links and shrink's
+/// control plane): WEFT_SOCKET_IFNAME's when it is set; loopback alone when every rank of the
+/// job shares this host, since nothing from another host is needed and nothing from another
+/// host should reach a listener; else "" (transport/tcp/rails.hpp picks the default
+/// interface).
+std::string listen_ifname(const std::string& socket_ifname, bool every_rank_here);
+
 }  // namespace weft

@@ -6,9 +6,38 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/reduce.hpp"
 #include "src/env.hpp"
+#include "src/launch_env.hpp"
+#include "transport/tcp/rails.hpp"
 #include "tools/commands.hpp"
 
 namespace weft::tools {
+namespace {
+
+// Where this process's ranks would listen: the rendezvous (rank 0), the tcp data links and
+// shrink's control plane all take the same interfaces (src/launch_env.hpp: listen_ifname).
+void print_listening() {
+  const std::string ifname = env_value(env::kSocketIfname);
+  const bool one_host = launcher_says_one_host();
+  auto rails = transport::tcp::choose_rails(listen_ifname(ifname, one_host));
+  std::printf("tcp listens on: ");
+  if (!rails.ok()) {
+    std::printf("nothing usable: %s\n", std::string(rails.status().message()).c_str());
+    return;
+  }
+  for (size_t i = 0; i < rails->size(); ++i) {
+    std::printf("%s%s %s", i ? ", " : "", (*rails)[i].ifname.c_str(), (*rails)[i].addr.ip().c_str());
+  }
+  if (!ifname.empty()) {
+    std::printf(" (WEFT_SOCKET_IFNAME)\n");
+  } else if (one_host) {
+    std::printf(" (the launcher put every rank on this host: loopback alone)\n");
+  } else {
+    std::printf(" (the default interface; a job whose ranks all share this host, by its launcher's\n"
+                "                word or a rendezvous on loopback, listens on loopback alone)\n");
+  }
+}
+
+}  // namespace
 
 int info_command(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -23,7 +52,9 @@ int info_command(int argc, char** argv) {
   warn_about_unknown_env();
   std::printf("weft %s\n", WEFT_VERSION);
   std::printf("reduction kernels: %s\n", reduce_isa());
-  std::printf("transports: shm (same host), tcp (any host)\n\n");
+  std::printf("transports: shm (same host), tcp (any host)\n");
+  print_listening();
+  std::printf("\n");
   std::printf("algorithms (first of each collective is its default):\n");
   for (const Algorithm& a : all_algorithms()) {
     std::printf("  %-15s %-19s %s\n", name_of(a.kind), a.name, a.description);

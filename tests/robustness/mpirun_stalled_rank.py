@@ -20,32 +20,13 @@ import sys
 import tempfile
 import time
 
+from mpi_job import end_job, rank_pids
+
 RANKS = 4
 VICTIM = 2
 WEFT_TIMEOUT_S = 5
 ALLOWED_S = WEFT_TIMEOUT_S + 10  # what the issue allows after the stop
 START_S = 60  # for the job to start timing
-
-
-def rank_pids(mpirun_pid):
-    """Rank -> pid of mpirun's children, read from their OMPI_COMM_WORLD_RANK."""
-    ranks = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid != mpirun_pid:
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except (OSError, ValueError, IndexError):
-            continue
-        for var in env:
-            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
-                ranks[int(var.split(b"=", 1)[1])] = int(entry)
-    return ranks
 
 
 def main():
@@ -101,19 +82,8 @@ def main():
         print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
         return 1 if failures else 0
     finally:
-        # Pass or fail, nothing is left: a stopped rank needs SIGCONT to see a SIGTERM,
-        # SIGKILL ends it either way.
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            try:
-                os.killpg(job.pid, sig)
-            except ProcessLookupError:
-                pass
-        if victim is not None:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        job.wait()
+        # Pass or fail, nothing is left, the stopped rank included.
+        end_job(job, [victim] if victim is not None else [])
         os.unlink(log.name)
 
 

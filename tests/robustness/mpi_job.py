@@ -1,0 +1,42 @@
+"""Helpers for robustness tests that run a real job under mpirun: its ranks' pids, and ending
+the whole job whatever state it is in."""
+
+import os
+import signal
+
+
+def rank_pids(mpirun_pid):
+    """Rank -> pid of mpirun's children, read from their OMPI_COMM_WORLD_RANK."""
+    ranks = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != mpirun_pid:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        for var in env:
+            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                ranks[int(var.split(b"=", 1)[1])] = int(entry)
+    return ranks
+
+
+def end_job(job, pids=()):
+    """Kills mpirun's process group (started with start_new_session) and `pids`: SIGCONT
+    first, so that a stopped rank sees what follows, then SIGKILL."""
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.killpg(job.pid, sig)
+        except ProcessLookupError:
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    job.wait()
