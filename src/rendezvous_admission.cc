@@ -23,16 +23,16 @@ void RendezvousServer::Impl::read_hello(Conn& c) {
     char buf[16384];
     const size_t want = std::min(sizeof(buf), c.need - c.in.size());
     const ssize_t n = recv(c.fd.get(), buf, want, 0);
-    if (n == 0) return drop(c, "closed before sending a complete hello");
+    if (n == 0) return drop(c, "a truncated hello", "closed before sending a complete hello", false);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-      return drop(c, absl::StrCat("read failed: ", std::strerror(errno)));
+      return drop(c, "a truncated hello", absl::StrCat("read failed: ", std::strerror(errno)), false);
     }
     c.in.append(buf, static_cast<size_t>(n));
     if (c.need == wire::kHelloHeaderBytes && c.in.size() == wire::kHelloHeaderBytes) {
       // The header alone decides whether this is a weft rank and how much more to read.
       auto need = wire::hello_length(c.in);
-      if (!need.ok()) return drop(c, std::string(need.status().message()));
+      if (!need.ok()) return drop(c, "not a weft hello", std::string(need.status().message()), true);
       c.need = *need;
     }
   }
@@ -71,10 +71,10 @@ void RendezvousServer::Impl::read_proof(Conn& c) {
   while (c.in.size() < c.need) {
     char buf[sizeof(Proof)];
     const ssize_t n = recv(c.fd.get(), buf, c.need - c.in.size(), 0);
-    if (n == 0) return drop(c, "closed instead of proving the job secret");
+    if (n == 0) return drop(c, "a truncated proof", "closed instead of proving the job secret", false);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-      return drop(c, absl::StrCat("read failed: ", std::strerror(errno)));
+      return drop(c, "a truncated proof", absl::StrCat("read failed: ", std::strerror(errno)), false);
     }
     c.in.append(buf, static_cast<size_t>(n));
   }
@@ -82,8 +82,8 @@ void RendezvousServer::Impl::read_proof(Conn& c) {
   std::memcpy(got.data(), c.in.data(), got.size());
   c.in = std::string();
   if (!same_proof(got, c.expected)) {
-    return drop(c, absl::StrCat("its proof of the job secret is wrong (a stranger, a replayed "
-                                "handshake, or ", kOtherSecretHint, ")"));
+    return drop(c, "a wrong proof of the secret", absl::StrCat("its proof of the job secret is wrong (a stranger, a replayed "
+                                "handshake, or ", kOtherSecretHint, ")"), true);
   }
   admit(c);
 }
@@ -138,7 +138,7 @@ void RendezvousServer::Impl::admit(Conn& c) {
 }
 
 void RendezvousServer::Impl::refuse(Conn& c, absl::StatusCode code, const std::string& why) {
-  log(absl::StrCat("refused ", why));
+  refusals_.refused("a hello the rendezvous refused", absl::StrCat("refused ", why));
   c.out = std::make_shared<const std::string>(wire::encode_error_reply(code, why));
   c.state = Conn::State::kReplying;
   flush(c);

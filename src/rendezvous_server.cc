@@ -123,7 +123,7 @@ void RendezvousServer::Impl::accept_all() {
     if (pending >= kMaxPendingHellos) {
       for (auto& o : conns_) {
         if (unproven(*o)) {
-          drop(*o, "too many connections that have not proven themselves");
+          drop(*o, "dropped under a flood", "too many connections that have not proven themselves", false);
           break;
         }
       }

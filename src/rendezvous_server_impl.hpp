@@ -19,6 +19,7 @@
 #include "src/bootstrap_wire.hpp"
 #include "src/job_secret.hpp"
 #include "src/mutex.hpp"
+#include "src/refusal_log.hpp"
 #include "src/rendezvous_server.hpp"
 
 namespace weft {
@@ -30,12 +31,21 @@ class RendezvousServer::Impl {
   Impl(wire::UniqueFd listen, wire::UniqueFd wake, RendezvousAddress address, uint64_t job_id,
        const JobSecret& secret, int size, Deadline deadline)
       : address_(address), job_id_(job_id), secret_(secret), deadline_(deadline),
-        listen_(std::move(listen)), wake_(std::move(wake)) {
+        listen_(std::move(listen)), wake_(std::move(wake)),
+        refusals_(absl::StrCat("rendezvous ", address.to_string())) {
     if (size > 0) set_size(size, "when the rendezvous started");
   }
 
   void run() {
     result_ = serve();
+    // Connections that never proved themselves are strangers, counted before they close.
+    for (const auto& c : conns_) {
+      if (!c->fd.valid() || c->state == Conn::State::kWaiting || c->state == Conn::State::kReplying) continue;
+      refusals_.counted(c->in.empty() ? "silent" : "a truncated hello",
+                        absl::StrCat("closed a connection from ", c->peer,
+                                     " that had not proven itself when the rendezvous ended"));
+    }
+    refusals_.flush();
     conns_.clear();
     listen_.reset();
     done_.store(true, std::memory_order_release);
@@ -96,8 +106,15 @@ class RendezvousServer::Impl {
                    what.c_str(), logged_ == kMaxLogLines ? " (further messages suppressed)" : "");
     }
   }
-  void drop(Conn& c, const std::string& why) {
-    log(absl::StrCat("ignored a connection from ", c.peer, ": ", why));
+  /// Closes a stranger's connection: `kind` counts it; a refusal worth reading (not just a
+  /// connection that said too little) may also be logged in full (RefusalLog).
+  void drop(Conn& c, const std::string& kind, const std::string& why, bool worth_a_line) {
+    const std::string detail = absl::StrCat("ignored a connection from ", c.peer, ": ", why);
+    if (worth_a_line) {
+      refusals_.refused(kind, detail);
+    } else {
+      refusals_.counted(kind, detail);
+    }
     c.fd.reset();
   }
 
@@ -111,6 +128,7 @@ class RendezvousServer::Impl {
   int delivered_ = 0;
   std::vector<int> undelivered_;
   int logged_ = 0;
+  RefusalLog refusals_;
   absl::Time listen_paused_until_ = absl::InfinitePast();
 };
 

@@ -12,11 +12,12 @@ and at its ranks' tcp listeners:
   - a hello forged with that job id but without WEFT_JOB_SECRET, and a made-up proof;
   - a connection that stays silent until the job ends.
 Then the job must finish with exit 0 and no wrong values, and weft must have logged each
-refusal. Ranks 0-2 start first; rank 3 starts only once the strangers' bytes wait in the
-listeners' queues, so that the rendezvous still listens and no rank has made its tcp links
-yet (links are made lazily inside the first collective, and a listener serves its queue
-only while its rank is making links). The lower rank of a link dials, so nobody may dial
-rank 0: its listener refuses even the forged hello before any proof.
+refusal (the silent connections in the summary each listener prints as it closes).
+Ranks 0-2 start first; rank 3 starts only once every tcp listener has refused its
+strangers, so that the rendezvous still listens and no rank has made its tcp links yet
+(links are made lazily inside the first collective; a listener serves its queue at all
+times, from a thread of its own). The lower rank of a link dials, so nobody may dial rank 0:
+its listener refuses even the forged hello before any proof.
 
 Everything talks to 127.0.0.1 only; every wait has a timeout; every process this script
 starts is killed on the way out (also on SIGTERM/SIGINT, and by the kernel if this script
@@ -158,14 +159,6 @@ def wait_until(what, deadline, check, job):
         time.sleep(0.05)
 
 
-def queued(port):
-    """(connections, bytes) that wait, not yet accepted, at the listener on `port`."""
-    out = subprocess.run(["ss", "-tnH", "state", "established", f"sport = :{port}"],
-                         capture_output=True, text=True, timeout=10).stdout
-    waiting = [int(line.split()[0]) for line in out.splitlines() if line.strip()]
-    return len(waiting), sum(waiting)
-
-
 def read(path):
     with open(path, "rb") as f:
         return f.read().decode(errors="replace")
@@ -186,8 +179,7 @@ def run(job):
             job.start_rank(rank)
 
     # Rank 0 holds the rendezvous; every rank two tcp listeners: its data links' and shrink's
-    # control listener (which reads its queue only during a shrink, so only the data
-    # listener's refusals reach the log here; both get every stranger).
+    # control listener. Both get every stranger, and both refuse them at once.
     rendezvous = f"{LOOPBACK}:{job.port}"
     wait_until("the rendezvous and every tcp listener", deadline, lambda: all(
         len(job.listeners(r)) == (3 if r == 0 else 2) for r in job.ranks), job)
@@ -223,11 +215,14 @@ def run(job):
         for port in ports:
             for data in strays:
                 job.linger(port, data)
-    # nc sends on its own time: rank 3 starts the links only once every stranger's bytes sit
-    # in the listeners' queues, else a listener could be done before a stranger arrives.
-    wait_until("the strangers' bytes in every tcp listener's queue", deadline, lambda: all(
-        queued(port) == (len(strays), sum(map(len, strays)))
-        for ports in tcp_port.values() for port in ports), job)
+    # nc sends on its own time: rank 3 starts the links only once every listener has refused
+    # its strangers, else the job could be done before a stranger arrives.
+    wait_until("every tcp listener to refuse its strangers", deadline, lambda: all(
+        re.search(rf"tcp: rank {rank} \({LOOPBACK}:{port}\): closed a connection from .* not a "
+                  rf"weft tcp hello", read(job.log(rank, "err"))) and
+        re.search(rf"tcp: rank {rank} \({LOOPBACK}:{port}\): (rejected|refused) a tcp connection",
+                  read(job.log(rank, "err")))
+        for rank, ports in tcp_port.items() for port in ports), job)
 
     job.start_rank(LATE_RANK)
     for rank, p in job.ranks.items():
@@ -251,13 +246,15 @@ def run(job):
            r"secret is wrong", "rank 0's log", "the rendezvous refused the forged hello")
     for rank in tcp_port:
         log = read(job.log(rank, "err"))
-        expect(log, rf"tcp: rank {rank} closed a connection from .* not a weft tcp hello",
+        expect(log, rf"tcp: rank {rank} \(.*\): closed a connection from .* not a weft tcp hello",
                f"rank {rank}'s log", "the tcp listener dropped the garbage")
         refused = (r"rejected a tcp connection from .* claiming rank 0: rank 0 should not dial"
                    if rank == 0 else r"refused a tcp connection from .* claiming rank 0: its "
                    r"proof of the job secret is wrong")
-        expect(log, rf"tcp: rank {rank} {refused}", f"rank {rank}'s log",
+        expect(log, rf"tcp: rank {rank} \(.*\): {refused}", f"rank {rank}'s log",
                "the tcp listener refused the forged hello")
+        expect(log, rf"tcp: rank {rank} \(.*\): refused \d+ connections? in [0-9.]+ s: .*silent",
+               f"rank {rank}'s log", "the tcp listener counted the silent stranger")
 
 
 def main():

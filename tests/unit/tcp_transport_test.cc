@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "src/refusal_log.hpp"
 #include "tests/unit/raw_socket.hpp"
 #include "tests/unit/transport_harness.hpp"
 #include "transport/tcp/address.hpp"
@@ -26,6 +28,41 @@ const TransportCase kTcp{"tcp", "tcp", &tcp::make_transport};
 using tcp::closed_within;
 using tcp::dial_raw;
 using tcp::read_raw;
+
+// Once the links are up no connect() runs, yet strangers must still be accepted and refused
+// (they used to wait in the kernel's backlog for ever), and a flood of them must cost the
+// log a few lines and a summary, not a line each (it used to be one line per stranger).
+TEST(TcpTransport, StrangersAfterTheLinksAreUpAreRefusedInAFewLines) {
+  constexpr int kStrangers = 200;
+  ::testing::internal::CaptureStderr();
+  int still_open = 0;
+  {
+    Ranks r = make_ranks(kTcp, 2);
+    ASSERT_EQ(r.transports.size(), 2u);
+    std::unique_ptr<Pair> p01, p10;
+    ASSERT_TRUE(connect_pair(r, 0, 1, p01, p10));
+    const std::string junk(100, '\xab');
+    std::vector<int> strangers;
+    for (int i = 0; i < kStrangers; ++i) {
+      const int fd = dial_raw(r.transports[1]->address());
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL), ssize_t(junk.size()));
+      strangers.push_back(fd);
+    }
+    const Deadline answered = Deadline::after(absl::Seconds(5));  // for all of them together
+    for (int fd : strangers) {
+      still_open += !closed_within(fd, std::max(answered.remaining(), absl::ZeroDuration()));
+      ::close(fd);
+    }
+  }  // the transports close: what is left unreported is summarised
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(still_open, 0) << "strangers left unanswered after the links were up";
+  const auto lines = std::count(err.begin(), err.end(), '\n');
+  EXPECT_LE(lines, RefusalLog::kFullLines + 2) << err;
+  EXPECT_NE(err.find(absl::StrCat("refused ", kStrangers - RefusalLog::kFullLines,
+                                  " connections")), std::string::npos) << err;
+  EXPECT_NE(err.find("not a weft hello"), std::string::npos) << err;
+}
 
 TEST(TcpTransport, StrangersDoNotBlockRealPeers) {
   const uint64_t job = random_seed(), other_job = job + 1;

@@ -32,10 +32,12 @@ struct TransportCase {
   const char* name;
   const char* transport;  ///< what the ranks publish their address under
   MakeTransport make;
-  /// Whether the lower rank's connect waits for the peer (tcp waits for the ack). shm's lower
-  /// rank creates both rings and returns at once, so that connects in any order cannot wait
-  /// on each other in a cycle; a peer that never comes then shows at the first wait on data.
-  bool lower_rank_waits = true;
+  /// Whether the lower rank's connect needs the peer's transport to exist. tcp's does: it
+  /// waits for the ack, which the peer's listener sends on arrival (from a thread of its own,
+  /// whether or not the peer has called connect yet). shm's lower rank creates both rings and
+  /// returns at once; a peer that never comes then shows at the first wait on data. Either
+  /// way connects in any order cannot wait on each other in a cycle.
+  bool lower_rank_needs_peer_transport = true;
   /// Whether the case runs in a RailNamespace (the ranks' rails are there).
   bool needs_rails = false;
 };

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ namespace {
 
 // Longest sleep in poll(): bounds how late a stranger's hello timeout is noticed.
 constexpr int kTickMs = 50;
+// The acceptor thread's, between connect() calls.
+constexpr int kAcceptorTickMs = 500;
 
 // A listening socket on `rail`, on an ephemeral port; its bound address goes to `bound`.
 absl::StatusOr<int> listen_on(const Rail& rail, int rank, SockAddr& bound) {
@@ -74,9 +77,38 @@ TcpTransport::TcpTransport(const TransportInit& init, std::vector<Rail> rails,
     : init_(init),
       rails_(std::move(rails)),
       address_(std::move(address)),
-      listener_(init, std::move(listen_fds), address_) {}
+      listener_(init, std::move(listen_fds), address_),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  // Without an eventfd (out of descriptors) the listener is served inside connect() only,
+  // as it always was.
+  if (wake_fd_ >= 0) acceptor_ = std::thread([this] { serve_until_stopped(); });
+}
 
-TcpTransport::~TcpTransport() = default;
+TcpTransport::~TcpTransport() {
+  if (acceptor_.joinable()) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    acceptor_.join();
+  }
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void TcpTransport::serve_until_stopped() {
+  std::vector<pollfd> fds;
+  while (true) {
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    {
+      MutexLock lock(&mu_);
+      listener_.serve();
+      listener_.tick();
+      listener_.add_poll_fds(fds);
+    }
+    // The tick bounds how late a stranger's handshake timeout is seen; nothing else waits
+    // on it, so it may be long.
+    if (::poll(fds.data(), fds.size(), kAcceptorTickMs) > 0 && fds[0].revents != 0) return;
+  }
+}
 
 bool TcpTransport::viable(const PeerInfo& self, const PeerInfo& peer) const {
   return !peer.address_of("tcp").empty();

@@ -15,12 +15,16 @@
 // connect() for one peer it keeps serving its listener: hellos from other ranks are acked
 // and stashed for their own connect() later (listener.hpp). Acking on arrival, rather than
 // when the matching connect() runs, is what keeps a cycle of ranks that each wait for the
-// next one from deadlocking.
+// next one from deadlocking. Between connect() calls a thread of the transport's own serves
+// the listener, so a stranger that arrives once the links are up is refused at once rather
+// than left in the kernel's backlog, and a peer's hello never waits for this rank's next
+// connect() to be acked.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -61,12 +65,18 @@ class TcpTransport : public Transport {
                              const std::vector<std::unique_ptr<Dial>>& dials)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  /// The acceptor thread's loop: serves the listener, sleeping in poll() without the lock,
+  /// until the destructor writes to wake_fd_.
+  void serve_until_stopped();
+
   const TransportInit init_;
   const std::vector<Rail> rails_;
   const std::string address_;
 
   Mutex mu_;
   Listener listener_ ABSL_GUARDED_BY(mu_);
+  int wake_fd_ = -1;  // eventfd: the destructor stops the acceptor through it
+  std::thread acceptor_;
 };
 
 /// Creates the tcp transport for one communicator.

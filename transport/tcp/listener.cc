@@ -42,10 +42,20 @@ bool peer_hung_up(int fd) {
 }  // namespace
 
 Listener::Listener(const TransportInit& init, std::vector<int> listen_fds, std::string address)
-    : init_(init), listen_fds_(std::move(listen_fds)), address_(std::move(address)) {}
+    : init_(init),
+      listen_fds_(std::move(listen_fds)),
+      address_(std::move(address)),
+      refusals_(absl::StrCat("tcp: rank ", init.rank, " (", address_, ")")) {}
 
 Listener::~Listener() {
-  for (const Pending& p : pending_) close_fd(p.fd);
+  // Connections still mid-handshake are strangers too: counted, so the closing summary
+  // (RefusalLog's destructor, after this) shows them.
+  for (const Pending& p : pending_) {
+    refusals_.counted(p.proving ? "silent after the ack" : p.got == 0 ? "silent" : "an incomplete hello",
+                      absl::StrCat("closed a connection from ", p.from,
+                                   " that had not finished its handshake when the listener closed"));
+    close_fd(p.fd);
+  }
   for (const auto& [rank, link] : stash_) {
     for (int fd : link.fds) close_fd(fd);
   }
@@ -65,11 +75,12 @@ void Listener::serve() {
   const absl::Time now = monotonic_now();
   for (Pending& p : pending_) {
     if (p.fd < 0 || now - p.accepted_at < kHandshakeTimeout) continue;
-    reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from,
-                        " that did not finish its handshake in ",
-                        absl::FormatDuration(kHandshakeTimeout), " (",
-                        p.proving ? "no proof after the ack" : "an incomplete hello",
-                        "; not a weft rank?)"));
+    refusals_.counted(p.proving ? "silent after the ack" : p.got == 0 ? "silent" : "an incomplete hello",
+                      absl::StrCat("closed a connection from ", p.from,
+                                   " that did not finish its handshake in ",
+                                   absl::FormatDuration(kHandshakeTimeout), " (",
+                                   p.proving ? "no proof after the ack" : "an incomplete hello",
+                                   "; not a weft rank?)"));
     close_fd(std::exchange(p.fd, -1));
   }
   std::erase_if(pending_, [](const Pending& p) { return p.fd < 0; });
@@ -95,8 +106,9 @@ void Listener::accept_new(int listen_fd) {
       return;
     }
     if (pending_.size() >= kMaxPending) {  // a flood of strangers must not exhaust fds
-      reject(absl::StrCat("rank ", init_.rank, " has ", kMaxPending,
-                          " unfinished handshakes; dropped the oldest, from ", pending_[0].from));
+      refusals_.counted("dropped under a flood",
+                        absl::StrCat(kMaxPending, " unfinished handshakes; dropped the oldest, from ",
+                                     pending_[0].from));
       close_fd(pending_[0].fd);
       pending_.erase(pending_.begin());
     }
@@ -130,12 +142,15 @@ bool Listener::read_handshake(Pending& p) {
     if (n == 0 && p.got == 0 && !p.proving) {
       // Closed without a byte: a check that something listens (shrink probes peers this
       // way, refuses_connections) or a port scan's connect. Nothing reached weft.
+      refusals_.counted("closed without a byte", absl::StrCat("a connection from ", p.from,
+                                                              " closed without a byte"));
       close_fd(p.fd);
       return false;
     }
-    reject(absl::StrCat("rank ", init_.rank, " lost a connection from ", p.from, " during its ",
-                        p.proving ? "proof" : "hello", ": ",
-                        n == 0 ? "closed by the remote end" : std::strerror(errno)));
+    refusals_.counted(p.proving ? "a truncated proof" : "a truncated hello",
+                      absl::StrCat("lost a connection from ", p.from, " during its ",
+                                   p.proving ? "proof" : "hello", ": ",
+                                   n == 0 ? "closed by the remote end" : std::strerror(errno)));
     close_fd(p.fd);
     return false;
   }
@@ -145,8 +160,9 @@ bool Listener::read_handshake(Pending& p) {
 bool Listener::answer_hello(Pending& p) {
   const Handshake h = decode_hello(p.buf.data());
   if (h.magic != kHandshakeMagic || (h.verdict != kHello && h.version == kHandshakeVersion)) {
-    reject(absl::StrCat("rank ", init_.rank, " closed a connection from ", p.from,
-                        " that sent bytes that are not a weft tcp hello (a port scanner?)"));
+    refusals_.refused("not a weft hello",
+                      absl::StrCat("closed a connection from ", p.from,
+                                   " that sent bytes that are not a weft tcp hello (a port scanner?)"));
     close_fd(p.fd);
     return false;
   }
@@ -188,8 +204,9 @@ bool Listener::answer_hello(Pending& p) {
   const ssize_t n = ::send(p.fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   if (why.empty() && n != static_cast<ssize_t>(out.size())) why = "the ack could not be sent";
   if (!why.empty()) {
-    reject(absl::StrCat("rank ", init_.rank, " rejected a tcp connection from ", p.from,
-                        " claiming rank ", h.from_rank, ": ", why));
+    refusals_.refused("a hello for another job, rank or version",
+                      absl::StrCat("rejected a tcp connection from ", p.from, " claiming rank ",
+                                   h.from_rank, ": ", why));
     close_fd(p.fd);
     return false;
   }
@@ -204,10 +221,10 @@ void Listener::check_proof(Pending& p) {
   std::copy(p.buf.begin(), p.buf.begin() + kProofBytes, proof.begin());
   const int from = static_cast<int>(p.hello.from_rank);
   if (!same_proof(proof, p.expected)) {
-    reject(absl::StrCat("rank ", init_.rank, " refused a tcp connection from ", p.from,
-                        " claiming rank ", from,
-                        ": its proof of the job secret is wrong (a stranger, a replayed "
-                        "handshake, or ", kOtherSecretHint, ")"));
+    refusals_.refused("a wrong proof of the secret",
+                      absl::StrCat("refused a tcp connection from ", p.from, " claiming rank ",
+                                   from, ": its proof of the job secret is wrong (a stranger, a "
+                                   "replayed handshake, or ", kOtherSecretHint, ")"));
     close_fd(p.fd);
     return;
   }
@@ -216,7 +233,7 @@ void Listener::check_proof(Pending& p) {
     // A dialer plans its link from the bootstrap's addresses, the same every time: sockets
     // counting other rails are left from an attempt that cannot finish.
     if (link.arrived > 0) {
-      reject(absl::StrCat("rank ", from, " dialed rank ", init_.rank, " over ",
+      log_warning(absl::StrCat("tcp: rank ", from, " dialed rank ", init_.rank, " over ",
                           p.hello.rail_count, " rails after ", link.arrived, " socket(s) of a ",
                           link.rail_count, "-rail link; dropped those"));
     }
@@ -239,7 +256,7 @@ std::vector<int> Listener::take(int rank) {
   Stashed& link = it->second;
   for (uint32_t r = 0; r < link.rail_count; ++r) {
     if (!peer_hung_up(link.fds[r])) continue;
-    reject(absl::StrCat("rank ", rank, " closed its acked connection (rail ", r, " of ",
+    log_warning(absl::StrCat("tcp: rank ", rank, " closed its acked connection (rail ", r, " of ",
                         link.rail_count, ") to rank ", init_.rank, " before rank ", init_.rank,
                         " took it; waiting for a new one"));
     close_fd(std::exchange(link.fds[r], -1));
@@ -256,11 +273,6 @@ std::string Listener::progress_of(int rank) const {
   if (it == stash_.end() || it->second.arrived == 0) return "";
   return absl::StrCat(it->second.arrived, " of the link's ", it->second.rail_count,
                       " rail sockets arrived");
-}
-
-void Listener::reject(const std::string& why) {
-  log_warning(absl::StrCat("tcp: ", why));
-  last_rejected_ = why;
 }
 
 }  // namespace weft::transport::tcp

@@ -6,7 +6,8 @@
 // why); the socket is stashed once the dialer's proof checks out. A link's sockets arrive
 // one by one, on any of the listening sockets and in any order; each hello names its rail
 // and the link's rail count, and take() hands out a link only once all its rails are in.
-// Strangers (port scanners, other jobs, garbage, silence) are logged and closed.
+// Strangers (port scanners, other jobs, garbage, silence) are closed and reported through a
+// RefusalLog (src/refusal_log.hpp), so that a flood cannot flood the log.
 //
 // Not thread-safe: TcpTransport calls it under its mutex.
 #pragma once
@@ -21,6 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "src/refusal_log.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/handshake.hpp"
 #include "transport/transport.hpp"
@@ -46,7 +48,9 @@ class Listener {
   void add_poll_fds(std::vector<pollfd>& fds) const;
   /// How much of the link from `rank` has arrived, for timeout messages ("" when nothing).
   std::string progress_of(int rank) const;
-  const std::string& last_rejected() const { return last_rejected_; }
+  const std::string& last_rejected() const { return refusals_.last(); }
+  /// Lets a due summary of refusals out.
+  void tick() { refusals_.tick(); }
 
  private:
   /// An accepted connection whose handshake has not finished: its hello is arriving, or it
@@ -77,14 +81,13 @@ class Listener {
   bool answer_hello(Pending& p);
   /// Stashes the connection if its proof is right, else closes it.
   void check_proof(Pending& p);
-  void reject(const std::string& why);
 
   const TransportInit init_;
   const std::vector<int> listen_fds_;
   const std::string address_;
   std::vector<Pending> pending_;
   absl::flat_hash_map<int, Stashed> stash_;  ///< dialing rank -> its link's sockets so far
-  std::string last_rejected_;
+  RefusalLog refusals_;
   absl::Time accept_paused_until_ = absl::InfinitePast();
 };
 
