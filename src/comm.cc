@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
+#include "src/blame.hpp"
 #include "src/launch_env.hpp"
 #include "src/router.hpp"
 #include "src/shrink.hpp"
@@ -84,6 +85,8 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   control.job_id = job_id ^ kControlJobSalt;
   control.refused_means_gone = true;
   control.single_rail = true;
+  control.blame = &comm->blame_;
+  comm->control_init_ = control;
   auto control_transport = transport::make_transport("tcp", control);
   if (!control_transport.ok()) return control_transport.status();
   self.addresses.emplace_back(kControlAddress, (*control_transport)->address());
@@ -251,9 +254,24 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   if (s.ok() && !in_band && moves_data) s = chosen.run(ctx, args);
   if (!s.ok()) {
     fail(s);
+    if (size_ > 1 && worth_blaming(s) && !aborted_.load(std::memory_order_relaxed)) {
+      s = blamed(s);
+    }
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   }
   return s;
+}
+
+absl::Status Comm::blamed(const absl::Status& s) {
+  // Long enough for a live rank's listener thread on a loaded host, short beside the deadline
+  // that has usually just passed.
+  const absl::Duration wait =
+      std::clamp(config_.timeout / 10, absl::Milliseconds(200), absl::Seconds(1));
+  const Blamed b = blame(s, control_init_, topology_.peers(), wait);
+  blame_.store(b.conclusion.pack(), std::memory_order_release);
+  MutexLock lock(&failure_mu_);
+  failure_ = b.status;
+  return b.status;
 }
 
 void Comm::fail(const absl::Status& s) {

@@ -65,6 +65,9 @@ class Comm : public LinkProvider {
                         const CallOptions& options);
   /// Records `s` as what broke this communicator and closes every link.
   void fail(const absl::Status& s);
+  /// After fail(s): asks every rank whether it is alive and returns `s` with the rank at
+  /// fault named (src/blame.hpp), recorded as what broke this communicator.
+  absl::Status blamed(const absl::Status& s);
 
   int rank_;
   int size_;
@@ -80,6 +83,10 @@ class Comm : public LinkProvider {
   uint64_t job_id_ = 0;
   JobSecret secret_{};
   std::vector<std::unique_ptr<transport::Transport>> transports_;  // by preference
+  // What this rank concluded about the last fault (src/blame.hpp), which control_'s listener
+  // tells whoever asks; declared first so that it outlives that listener's thread.
+  std::atomic<uint64_t> blame_{0};
+  transport::TransportInit control_init_;          // control_'s, for the liveness queries
   std::unique_ptr<transport::Transport> control_;  // shrink's own tcp listener
   Topology topology_;
   bool shm_only_ = false;  // every link is over shm (algorithm choice)

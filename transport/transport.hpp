@@ -6,6 +6,7 @@
 // (the link) and address.{hpp,cc} (what the Transport publishes in bootstrap).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -142,6 +143,9 @@ struct TransportInit {
   /// tcp: one socket per link, on the first rail both ends share, however many they share
   /// (shrink's control plane, whose few small messages gain nothing from striping).
   bool single_rail = false;
+  /// tcp: what this rank has concluded about a fault (tcp/liveness.hpp's Blame, packed), which
+  /// its listener tells whoever asks whether this rank is alive; null: nothing concluded.
+  const std::atomic<uint64_t>* blame = nullptr;
 };
 
 class Transport {

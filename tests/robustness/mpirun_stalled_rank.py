@@ -7,13 +7,15 @@ Starts `mpirun -np 4 weft bench allreduce` (1 MiB, far more iterations than it c
 waits until the ranks are timing, then stops rank 2 with SIGSTOP. Every survivor's call
 must fail at WEFT_TIMEOUT, and then mpirun must return, nonzero, within WEFT_TIMEOUT + 10 s
 of the stop: a rank that saw its call fail must not wait in MPI_Finalize for a rank that
-will never get there. The survivors' messages must say what failed.
+will never get there. The survivors' messages must say what failed, and name rank 2 as the
+rank that stopped answering (item 6), not a neighbour that merely gave up.
 
 Everything runs on this machine; every wait is bounded; mpirun and its ranks are killed on
 the way out, the stopped one included, pass or fail. Exits 0 on success, 1 on failure.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,6 +78,12 @@ def main():
             failures.append("mpirun exited 0 although calls failed")
         if "DEADLINE_EXCEEDED" not in output and "UNAVAILABLE" not in output:
             failures.append("no survivor said why its call failed")
+        # Blame: a survivor that printed its error names the stopped rank, not a neighbour
+        # that only gave up (mpirun may end a survivor before it prints: those say nothing).
+        for line in output.splitlines():
+            m = re.match(r"weft bench: rank (\d+): ", line)
+            if m and int(m.group(1)) != VICTIM and f"rank {VICTIM} stopped answering" not in line:
+                failures.append(f"a survivor blames another rank: {line}")
         print(f"mpirun returned {rc} {took:.1f} s after rank {VICTIM} was stopped")
         for f in failures:
             print("FAIL:", f)

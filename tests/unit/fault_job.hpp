@@ -27,6 +27,7 @@ struct Progress {
   std::optional<std::map<std::string, std::string>> shrunk;  // the "shrunk k=v ..." line
   bool destroyed = false;
   bool survivors_exact = false;  // the call after shrink was exact
+  std::string message;           // the failed call's message (the "message ..." line)
 };
 
 inline Progress parse_progress(const std::string& text) {
@@ -43,6 +44,7 @@ inline Progress parse_progress(const std::string& text) {
       if (absl::SimpleAtoi(words[1], &n)) p.iterations = n;
     }
     if (words[0] == "survivors-exact") p.survivors_exact = true;
+    if (words[0] == "message") p.message = std::string(line.substr(line.find(' ') + 1));
     if (words[0] == "error" || words[0] == "shrunk") {
       std::map<std::string, std::string> kv;
       for (size_t i = 1; i < words.size(); ++i) {

@@ -205,6 +205,9 @@ inline bool check_result(int fd, int rank, int size, const std::string& collecti
                    (t1 - t0) / 1e9, s.ToString().c_str());
       dprintf(fd, "error iter=%d code=%d call_ms=%" PRId64 " at_ns=%" PRId64 "\n", iter,
               static_cast<int>(s.code()), (t1 - t0) / 1'000'000, t1);
+      std::string message(s.message());
+      std::replace(message.begin(), message.end(), '\n', ' ');
+      dprintf(fd, "message %s\n", message.c_str());
       // Carry on without the lost rank, as a training job would: shrink, then one call of the
       // same collective on the survivors, checked exactly.
       std::vector<int> dropped;

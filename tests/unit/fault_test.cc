@@ -185,6 +185,16 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
                 status_code == absl::StatusCode::kDeadlineExceeded)
         << "rank " << c.rank << " failed with " << absl::StatusCodeToString(status_code)
         << ", want Unavailable or DeadlineExceeded";
+    // Blame: every survivor names the victim, stopped or gone, and says whether it saw so
+    // itself or heard it from another rank; a healthy rank named instead fails here.
+    const std::string named = absl::StrCat("rank ", victim.rank,
+                                           fc.signal == SIGSTOP ? " stopped answering (rank "
+                                                                : " is gone (rank ",
+                                           c.rank);
+    EXPECT_TRUE(absl::StartsWith(p.message, absl::StrCat("rank ", c.rank, ": ", named)) &&
+                (absl::StrContains(p.message, " saw it") || absl::StrContains(p.message, " heard it")))
+        << "rank " << c.rank << " does not name rank " << victim.rank << " as the rank at fault: "
+        << p.message;
     // The failing call began before the kill (or right after), so its duration bounds how
     // long this rank took to notice; both must fit in WEFT_TIMEOUT plus slack.
     const int64_t detect_ms = (at_ns - kill_ns) / 1'000'000;
@@ -226,6 +236,7 @@ TEST_P(FaultTest, OneRankLostMidCollectiveFailsEverySurvivorInTime) {
                 c.rank, absl::StatusCodeToString(status_code).c_str(), call_ms, fc.collective,
                 failed_iter + 1, detect_ms, new_rank, new_size, shrink_ms, c.reaped_ms - kill_ms,
                 describe_wait_status(c.status).c_str());
+    std::printf("[ fault    ]     its message: %s\n", p.message.c_str());
   }
   std::fflush(stdout);
 

@@ -15,10 +15,12 @@
 #include "gtest/gtest.h"
 #include "src/refusal_log.hpp"
 #include "tests/unit/raw_socket.hpp"
+#include "tests/unit/stopwatch.hpp"
 #include "tests/unit/transport_harness.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/context.hpp"
 #include "transport/tcp/handshake.hpp"
+#include "transport/tcp/liveness.hpp"
 #include "transport/tcp/pair.hpp"
 
 namespace weft::transport {
@@ -62,6 +64,53 @@ TEST(TcpTransport, StrangersAfterTheLinksAreUpAreRefusedInAFewLines) {
   EXPECT_NE(err.find(absl::StrCat("refused ", kStrangers - RefusalLog::kFullLines,
                                   " connections")), std::string::npos) << err;
   EXPECT_NE(err.find("not a weft hello"), std::string::npos) << err;
+}
+
+// Liveness queries (tcp/liveness.hpp), as a rank whose call failed asks them: a live rank's
+// listener answers from its own thread with what the rank concluded, a destroyed one refuses,
+// a socket that accepts but never answers is silent, and an answer without the job's secret
+// does not count as alive.
+TEST(TcpTransport, LivenessQueriesTellAliveSilentAndGone) {
+  const uint64_t job = random_seed();
+  std::atomic<uint64_t> blame{tcp::Blame{tcp::Blame::kStopped, 5}.pack()};
+  std::vector<std::unique_ptr<Transport>> ranks;
+  for (int rank : {0, 1, 2}) {
+    TransportInit init;
+    init.rank = rank, init.size = 6, init.job_id = job, init.secret = kTestSecret;
+    if (rank == 1) init.blame = &blame;
+    if (rank == 2) init.secret = fresh_secret();  // a stranger holding rank 2's port
+    ranks.push_back(*tcp::make_transport(init));
+  }
+  std::string gone;
+  {
+    auto t = tcp::make_transport(TransportInit{3, 6, job, kTestSecret});
+    ASSERT_TRUE(t.ok());
+    gone = (*t)->address();
+  }  // destroyed: its port refuses
+  // Accepts (the kernel completes the connection) but never answers: a stopped process.
+  const int mute = ::socket(AF_INET, SOCK_STREAM, 0);
+  tcp::SockAddr any = *tcp::make_sockaddr("127.0.0.1", 0);
+  ASSERT_EQ(::bind(mute, any.get(), any.len), 0);
+  ASSERT_EQ(::listen(mute, 4), 0);
+  any.len = sizeof any.storage;
+  ASSERT_EQ(::getsockname(mute, any.get(), &any.len), 0);
+
+  TransportInit asking;
+  asking.rank = 0, asking.size = 6, asking.job_id = job, asking.secret = kTestSecret;
+  const weft::testing::Stopwatch start;
+  const auto answers = tcp::ask_alive(
+      asking, {{1, ranks[1]->address()}, {2, ranks[2]->address()}, {3, gone},
+               {4, tcp::format_address(any)}},
+      absl::Milliseconds(500));
+  ::close(mute);
+  ASSERT_EQ(answers.size(), 4u);
+  EXPECT_EQ(answers[0].outcome, tcp::PeerAnswer::kAlive) << answers[0].detail;
+  EXPECT_EQ(answers[0].blame.kind, tcp::Blame::kStopped);
+  EXPECT_EQ(answers[0].blame.rank, 5);
+  EXPECT_EQ(answers[1].outcome, tcp::PeerAnswer::kGone) << "an answer without the secret";
+  EXPECT_EQ(answers[2].outcome, tcp::PeerAnswer::kGone) << answers[2].detail;
+  EXPECT_EQ(answers[3].outcome, tcp::PeerAnswer::kSilent) << answers[3].detail;
+  EXPECT_LE(start.elapsed(), absl::Seconds(2));
 }
 
 TEST(TcpTransport, StrangersDoNotBlockRealPeers) {

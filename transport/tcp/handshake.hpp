@@ -33,7 +33,9 @@ inline constexpr size_t kAckBytes = kHeaderBytes + sizeof(Nonce) + sizeof(Proof)
 inline constexpr size_t kProofBytes = sizeof(Proof);
 inline constexpr size_t kLongestMessage = kAckBytes;
 
-enum Verdict : uint32_t { kHello = 0, kAccepted = 1, kRejected = 2 };
+/// kQuery and kAlive are a liveness query and its answer (liveness.hpp): a hello and an ack
+/// like the others, after which the listener closes the connection.
+enum Verdict : uint32_t { kHello = 0, kAccepted = 1, kRejected = 2, kQuery = 3, kAlive = 4 };
 
 struct Handshake {
   uint32_t magic = kHandshakeMagic;

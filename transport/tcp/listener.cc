@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "transport/tcp/liveness.hpp"
 
 namespace weft::transport::tcp {
 namespace {
@@ -159,6 +160,11 @@ bool Listener::read_handshake(Pending& p) {
 
 bool Listener::answer_hello(Pending& p) {
   const Handshake h = decode_hello(p.buf.data());
+  if (h.magic == kHandshakeMagic && h.version == kHandshakeVersion && h.verdict == kQuery &&
+      h.job_id == init_.job_id && h.to_rank == static_cast<uint32_t>(init_.rank)) {
+    answer_liveness_query(p, h);
+    return false;
+  }
   if (h.magic != kHandshakeMagic || (h.verdict != kHello && h.version == kHandshakeVersion)) {
     refusals_.refused("not a weft hello",
                       absl::StrCat("closed a connection from ", p.from,
@@ -214,6 +220,19 @@ bool Listener::answer_hello(Pending& p) {
   p.hello = h;
   p.got = 0;
   return true;
+}
+
+void Listener::answer_liveness_query(Pending& p, const Handshake& h) {
+  HelloWire hello{};
+  std::copy(p.buf.begin(), p.buf.begin() + kHelloBytes, hello.begin());
+  const Blame blame = init_.blame != nullptr
+                          ? Blame::unpack(init_.blame->load(std::memory_order_acquire))
+                          : Blame{};
+  const AckWire answer = answer_query(init_, hello, h, blame);
+  // A fresh socket's send buffer is empty: the answer never blocks. Who asked learns nothing
+  // it could not learn from a failed call of its own; the proof stops forged answers.
+  (void)!::send(p.fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  close_fd(p.fd);
 }
 
 void Listener::check_proof(Pending& p) {

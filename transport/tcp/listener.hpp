@@ -79,6 +79,8 @@ class Listener {
   bool read_handshake(Pending& p);
   /// Acks a complete hello (false: rejected and closed).
   bool answer_hello(Pending& p);
+  /// Answers a liveness query (liveness.hpp) and closes the connection.
+  void answer_liveness_query(Pending& p, const Handshake& h);
   /// Stashes the connection if its proof is right, else closes it.
   void check_proof(Pending& p);
 
