@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from job_tools import report
+
 RANKS = 4
 WEFT_TIMEOUT_S = 20
 
@@ -88,10 +90,7 @@ def main():
                 p.kill()
                 p.wait()
         shutil.rmtree(home, ignore_errors=True)
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
-    return 1 if failures else 0
+    return report(failures)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from mpi_job import end_job, rank_pids
+from job_tools import end_job, rank_pids, report
 
 RANKS = 2
 START_S = 60
@@ -124,10 +124,7 @@ def main():
             p.wait()
         os.unlink(log)
 
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
-    return 1 if failures else 0
+    return report(failures)
 
 
 if __name__ == "__main__":

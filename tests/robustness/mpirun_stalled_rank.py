@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from mpi_job import end_job, rank_pids
+from job_tools import end_job, rank_pids, report
 
 RANKS = 4
 VICTIM = 2
@@ -85,10 +85,7 @@ def main():
             if m and int(m.group(1)) != VICTIM and f"rank {VICTIM} stopped answering" not in line:
                 failures.append(f"a survivor blames another rank: {line}")
         print(f"mpirun returned {rc} {took:.1f} s after rank {VICTIM} was stopped")
-        for f in failures:
-            print("FAIL:", f)
-        print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
-        return 1 if failures else 0
+        return report(failures)
     finally:
         # Pass or fail, nothing is left, the stopped rank included.
         end_job(job, [victim] if victim is not None else [])

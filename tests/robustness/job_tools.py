@@ -1,5 +1,5 @@
-"""Helpers for robustness tests that run a real job under mpirun: its ranks' pids, and ending
-the whole job whatever state it is in."""
+"""Helpers for the robustness tests that run a real job: its ranks' pids under mpirun, ending
+the whole job whatever state it is in, and the closing report."""
 
 import os
 import signal
@@ -40,3 +40,11 @@ def end_job(job, pids=()):
         except ProcessLookupError:
             pass
     job.wait()
+
+
+def report(failures):
+    """Prints each failure and the closing line ctest's log shows; returns the exit code."""
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
+    return 1 if failures else 0
