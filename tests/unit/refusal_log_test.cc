@@ -14,7 +14,6 @@ namespace weft {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::SizeIs;
 
 struct Harness {
   std::vector<std::string> lines;
@@ -31,14 +30,14 @@ TEST(RefusalLog, AFloodIsAFewLinesAndOneSummaryPerInterval) {
     h.now += absl::Milliseconds(1);  // 24.6 s in all
   }
   // 5 in full, a summary after 10 s and after 20 s; the rest waits for its interval.
-  ASSERT_THAT(h.lines, SizeIs(RefusalLog::kFullLines + 2));
+  ASSERT_EQ(h.lines.size(), size_t(RefusalLog::kFullLines + 2));
   EXPECT_EQ(h.lines[0], "tcp: rank 2 (127.0.0.1:4000): stranger 0");
   EXPECT_THAT(h.lines[4], HasSubstr("further refusals are summarised every 10s"));
   EXPECT_THAT(h.lines[5], HasSubstr("tcp: rank 2 (127.0.0.1:4000): refused 10001 connections in 10.0 s: "));
   EXPECT_THAT(h.lines[5], HasSubstr("a wrong proof of the secret"));
   EXPECT_THAT(h.lines[5], HasSubstr("not a weft hello; last: stranger 10005"));
   h.log.flush();
-  ASSERT_THAT(h.lines, SizeIs(RefusalLog::kFullLines + 3));
+  ASSERT_EQ(h.lines.size(), size_t(RefusalLog::kFullLines + 3));
   EXPECT_THAT(h.lines.back(), HasSubstr("refused 4585 connections in 4.6 s"));
   EXPECT_EQ(h.log.total(), 24592u);
 }
@@ -46,13 +45,13 @@ TEST(RefusalLog, AFloodIsAFewLinesAndOneSummaryPerInterval) {
 TEST(RefusalLog, SilentConnectionsAreOnlyEverSummarised) {
   Harness h;
   for (int i = 0; i < 3; ++i) h.log.counted("silent", absl::StrCat("silent ", i));
-  EXPECT_THAT(h.lines, SizeIs(0));
+  EXPECT_EQ(h.lines.size(), size_t(0));
   h.now += RefusalLog::kInterval;
   h.log.tick();  // a summary falls due with no connection to bring it
-  ASSERT_THAT(h.lines, SizeIs(1));
+  ASSERT_EQ(h.lines.size(), size_t(1));
   EXPECT_THAT(h.lines[0], HasSubstr("refused 3 connections in 10.0 s: 3 silent; last: silent 2"));
   h.log.tick();
-  EXPECT_THAT(h.lines, SizeIs(1));  // nothing new, nothing printed
+  EXPECT_EQ(h.lines.size(), size_t(1));  // nothing new, nothing printed
 }
 
 TEST(RefusalLog, WhatIsLeftIsSummarisedWhenTheLogCloses) {
@@ -66,7 +65,7 @@ TEST(RefusalLog, WhatIsLeftIsSummarisedWhenTheLogCloses) {
   }
   // The refusal could not go out in full while a counted one waited unreported: both are in
   // the closing summary.
-  ASSERT_THAT(lines, SizeIs(1));
+  ASSERT_EQ(lines.size(), size_t(1));
   EXPECT_THAT(lines[0], HasSubstr("refused 2 connections"));
   EXPECT_THAT(lines[0], HasSubstr("1 a truncated hello, 1 not a weft hello; last: garbage"));
 }
