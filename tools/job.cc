@@ -44,11 +44,16 @@ absl::StatusOr<Job> join_job(int* argc, char*** argv) {
 }
 
 int leave_job(Job* job, int exit_code) {
+  // A failed communicator (or none at all) means a peer may be dead or stopped; wrong results
+  // or a refused flag leave every rank alive and able to finalize, with its output intact.
+  const bool peers_may_be_gone =
+      job == nullptr || job->comm == nullptr || !job->comm->async_error().ok();
   if (job != nullptr) job->comm.reset();
+  std::fflush(stdout);
 #ifdef WEFT_HAVE_MPI
   if (g_mpi) {
     g_mpi = false;
-    if (exit_code != 0) {
+    if (exit_code != 0 && peers_may_be_gone) {
       // What this rank printed must survive the abort.
       std::fflush(stdout);
       std::fflush(stderr);

@@ -22,10 +22,11 @@ struct Job {
 absl::StatusOr<Job> join_job(int* argc, char*** argv);
 
 /// Destroys the communicator (when `job` has one) and leaves MPI; returns `exit_code`.
-/// A rank that leaves with a nonzero code aborts the MPI job rather than finalizing it:
-/// MPI_Finalize waits for every rank, and after a failed call a peer may be dead or stopped,
-/// so it could wait for ever. MPI_Abort makes mpirun end every rank, a stopped one too,
-/// and exit nonzero.
+/// A rank whose communicator failed (or that never joined) and leaves with a nonzero code
+/// aborts the MPI job rather than finalizing it: MPI_Finalize waits for every rank, and
+/// after a failed call a peer may be dead or stopped, so it could wait for ever. MPI_Abort
+/// makes mpirun end every rank, a stopped one too, and exit nonzero. Other failures (wrong
+/// results, bad flags) finalize, so that no rank's output is cut short.
 int leave_job(Job* job, int exit_code);
 
 }  // namespace weft::tools

@@ -135,7 +135,9 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
     return errno_error("cannot size shared memory", name);
   }
   // Reserve the pages now: on a full /dev/shm, touching them below would be a SIGBUS.
-  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
+  int err = EINTR;
+  while (err == EINTR) err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) {
     close(fd);
     shm_unlink(name.c_str());
     return absl::ResourceExhaustedError(absl::StrCat(
