@@ -61,8 +61,7 @@ Blamed blame(const absl::Status& failure, const transport::TransportInit& contro
   std::string finding;
   if (!silent.empty()) {
     out.conclusion = Blame{Blame::kStopped, silent[0]};
-    finding = absl::StrCat(ranks_text(silent), silent.size() == 1 ? " stopped" : " stopped",
-                           " answering (", me, " saw it: no answer to a liveness query within ",
+    finding = absl::StrCat(ranks_text(silent), " stopped answering (", me, " saw it: no answer to a liveness query within ",
                            absl::FormatDuration(wait), corroboration(reports, silent[0]), ")");
   } else if (!gone.empty()) {
     out.conclusion = Blame{Blame::kGone, gone[0]};
@@ -83,7 +82,8 @@ Blamed blame(const absl::Status& failure, const transport::TransportInit& contro
         " itself found every rank answering, so the fault may lie between those ranks)");
   } else {
     finding = absl::StrCat("every rank answers (", me, " saw it: each answered a liveness query), "
-                           "so no rank stopped: a link between live ranks failed");
+                           "so none stopped: a rank may be late to this call (busy with its own "
+                           "work, or it never made the call), or a link between live ranks failed");
   }
   out.status = absl::Status(failure.code(), absl::StrCat(finding, "; what ", me, " met first: ",
                                                          failure.message()));

@@ -247,7 +247,7 @@ absl::StatusOr<UniqueId> make_unique_id() {
   // mpirun's rank 0 (create_from_mpi) serves ranks that the launcher may place on this host
   // alone: then only loopback needs to reach the rendezvous.
   auto ip = transport::tcp::choose_listen_ip(
-      listen_ifname(config->socket_ifname, launcher_says_one_host()));
+      listen_ifname(config->socket_ifname, launcher_puts_every_rank_here(0)));
   if (!ip.ok()) return ip.status();
   auto sa = transport::tcp::make_sockaddr(*ip, 0);
   if (!sa.ok()) return sa.status();

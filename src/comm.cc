@@ -294,7 +294,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::shrink(absl::Duration timeout,
     fail(absl::FailedPreconditionError(
         absl::StrCat("rank ", rank_, " shrank this communicator; use the new one")));
   }
-  ShrinkAgreement agreement(rank_, topology_.peers(), *control_, job_id_);
+  ShrinkAgreement agreement(rank_, topology_.peers(), *control_, control_init_, job_id_);
   auto outcome = agreement.agree(timeout);
   if (!outcome.ok()) return outcome.status();
   const Deadline deadline = Deadline::after(timeout);

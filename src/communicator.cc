@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_unguarded(con
   const Deadline deadline = bootstrap_deadline();
   // Ranks that all met rank 0 on loopback, or that the launcher placed on this host, need
   // no listener on a network.
-  const bool every_rank_here = decoded->address.is_loopback() || launcher_says_one_host();
+  const bool every_rank_here =
+      decoded->address.is_loopback() || launcher_puts_every_rank_here(size);
   auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, every_rank_here,
                                    [&](const PeerInfo& self) {
                                      return bootstrap_exchange(id, rank, size, self, deadline);
@@ -84,7 +85,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_from_env_ungu
   const int rank = launch->rank, size = launch->size;
   const std::string coordinator = launch->coordinator;
   const std::string socket_ifname = env_value(env::kSocketIfname);
-  const bool every_rank_here = decoded->address.is_loopback() || launch->local_size == size;
+  const bool every_rank_here =
+      decoded->address.is_loopback() || launcher_puts_every_rank_here(size);
   auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, every_rank_here,
                                    [&](const PeerInfo& self) {
                                      return bootstrap_from_coordinator(coordinator, socket_ifname,

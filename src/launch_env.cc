@@ -205,9 +205,10 @@ absl::StatusOr<LaunchInfo> read_launch_info(const EnvLookup& lookup) {
   return info;
 }
 
-bool launcher_says_one_host(const EnvLookup& lookup) {
+bool launcher_puts_every_rank_here(int size, const EnvLookup& lookup) {
   auto launch = read_launch_info(lookup);
-  return launch.ok() && launch->local_size == launch->size;
+  if (!launch.ok() || launch->local_size != launch->size) return false;
+  return size == 0 ? launch->size > 1 : launch->size == size;
 }
 
 std::string listen_ifname(const std::string& socket_ifname, bool every_rank_here) {

@@ -43,9 +43,12 @@ inline constexpr int kMaxLaunchSize = 1 << 20;
 /// names the variable and its value); FailedPrecondition when no source is present.
 absl::StatusOr<LaunchInfo> read_launch_info(const EnvLookup& lookup = read_env);
 
-/// Whether the launcher says that every rank it started runs on this host (its local size is
-/// its size). False when it does not say, or when nothing launched this process.
-bool launcher_says_one_host(const EnvLookup& lookup = read_env);
+/// Whether, by the launcher's word, every rank of a communicator of `size` ranks runs on
+/// this host: it started exactly `size` ranks, all here. `size` 0 (not known yet, as in
+/// make_unique_id): it started several ranks, all here. A launch of one process per host
+/// (srun -n1, or mpirun -np 1 on each node) says nothing about a communicator made across
+/// such launches, and no launcher says nothing at all.
+bool launcher_puts_every_rank_here(int size, const EnvLookup& lookup = read_env);
 
 /// The interfaces tcp listens on (the bootstrap's rendezvous, the data links and shrink's
 /// control plane): WEFT_SOCKET_IFNAME's when it is set; loopback alone when every rank of the

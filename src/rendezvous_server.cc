@@ -52,8 +52,10 @@ absl::Status RendezvousServer::Impl::serve() {
       fds.push_back({c->fd.get(), static_cast<short>(sending ? POLLOUT : POLLIN), 0});
       who.push_back(c.get());
     }
-    // Wake at least every 50 ms while accepting is paused (out of file descriptors).
-    int timeout = deadline_.remaining_ms();
+    // Wake at least every 50 ms while accepting is paused (out of file descriptors), and
+    // every second to let a due summary of refusals out.
+    refusals_.tick();
+    int timeout = std::min(deadline_.remaining_ms(), 1000);
     if (listen_.get() >= 0 && !listening) timeout = std::min(timeout, 50);
     const int n = poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {

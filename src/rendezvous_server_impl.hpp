@@ -41,7 +41,9 @@ class RendezvousServer::Impl {
     // Connections that never proved themselves are strangers, counted before they close.
     for (const auto& c : conns_) {
       if (!c->fd.valid() || c->state == Conn::State::kWaiting || c->state == Conn::State::kReplying) continue;
-      refusals_.counted(c->in.empty() ? "silent" : "a truncated hello",
+      refusals_.counted(c->state == Conn::State::kProof ? "a truncated proof"
+                        : c->in.empty()                  ? "silent"
+                                                         : "a truncated hello",
                         absl::StrCat("closed a connection from ", c->peer,
                                      " that had not proven itself when the rendezvous ended"));
     }

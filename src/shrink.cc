@@ -12,7 +12,7 @@
 #include "collectives/stream.hpp"
 #include "src/process.hpp"
 #include "src/shrink_wire.hpp"
-#include "transport/tcp/address.hpp"
+#include "transport/tcp/liveness.hpp"
 
 namespace weft::detail {
 namespace {
@@ -87,8 +87,13 @@ uint64_t derive_job_id(uint64_t job_id, const RankSet& survivors) {
 }  // namespace
 
 ShrinkAgreement::ShrinkAgreement(int rank, std::vector<PeerInfo> peers,
-                                 transport::Transport& control, uint64_t job_id)
-    : rank_(rank), peers_(std::move(peers)), control_(control), job_id_(job_id) {}
+                                 transport::Transport& control,
+                                 const transport::TransportInit& control_init, uint64_t job_id)
+    : rank_(rank),
+      peers_(std::move(peers)),
+      control_(control),
+      control_init_(control_init),
+      job_id_(job_id) {}
 
 void ShrinkAgreement::probe(Deadline deadline) {
   const int n = static_cast<int>(peers_.size());
@@ -119,8 +124,9 @@ void ShrinkAgreement::probe(Deadline deadline) {
       ++waiting;
       if (peers_[p].host_id == host && !process_alive(peers_[p].pid)) gone[p] = true;
       if (p < rank_ && round % kListenerCheckRounds == 0 &&
-          transport::tcp::refuses_connections(peers_[p].address_of(kControlAddress),
-                                              kWatchIntervalMs)) {
+          transport::tcp::ask_alive(control_init_, {{p, peers_[p].address_of(kControlAddress)}},
+                                    absl::Milliseconds(kWatchIntervalMs))[0]
+                  .outcome == transport::tcp::PeerAnswer::kGone) {
         gone[p] = true;
       }
     }

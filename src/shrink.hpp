@@ -51,9 +51,10 @@ class ShrinkAgreement {
     std::vector<int> dropped;    ///< old ranks left out
   };
 
-  /// `peers` are the old communicator's, indexed by rank; `control` is its control transport.
+  /// `peers` are the old communicator's, indexed by rank; `control` is its control transport
+  /// and `control_init` what that transport was made with (for liveness queries).
   ShrinkAgreement(int rank, std::vector<PeerInfo> peers, transport::Transport& control,
-                  uint64_t job_id);
+                  const transport::TransportInit& control_init, uint64_t job_id);
 
   /// Steps 1-3.
   absl::StatusOr<Outcome> agree(absl::Duration timeout);
@@ -72,6 +73,7 @@ class ShrinkAgreement {
   const int rank_;
   const std::vector<PeerInfo> peers_;
   transport::Transport& control_;
+  const transport::TransportInit control_init_;
   const uint64_t job_id_;
   std::vector<std::unique_ptr<transport::Pair>> links_;  // by old rank
   int leader_ = -1;

@@ -17,7 +17,7 @@ namespace {
 // shrink's control plane all take the same interfaces (src/launch_env.hpp: listen_ifname).
 void print_listening() {
   const std::string ifname = env_value(env::kSocketIfname);
-  const bool one_host = launcher_says_one_host();
+  const bool one_host = launcher_puts_every_rank_here(0);
   auto rails = transport::tcp::choose_rails(listen_ifname(ifname, one_host));
   std::printf("tcp listens on: ");
   if (!rails.ok()) {

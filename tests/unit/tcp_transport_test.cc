@@ -83,7 +83,9 @@ TEST(TcpTransport, LivenessQueriesTellAliveSilentAndGone) {
   }
   std::string gone;
   {
-    auto t = tcp::make_transport(TransportInit{3, 6, job, kTestSecret});
+    TransportInit init;
+    init.rank = 3, init.size = 6, init.job_id = job, init.secret = kTestSecret;
+    auto t = tcp::make_transport(init);
     ASSERT_TRUE(t.ok());
     gone = (*t)->address();
   }  // destroyed: its port refuses

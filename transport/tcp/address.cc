@@ -2,13 +2,11 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -121,46 +119,6 @@ std::string format_address_list(const std::vector<SockAddr>& addrs) {
   return absl::StrJoin(addrs, ",", [](std::string* out, const SockAddr& a) {
     out->append(format_address(a));
   });
-}
-
-bool refuses_connections(std::string_view address_list, int wait_ms) {
-  auto addrs = parse_address_list(address_list);
-  if (!addrs.ok()) return false;
-  // All at once, so that an unreachable address does not hold up the others' answers.
-  std::vector<pollfd> probes;
-  bool refused = false;
-  for (const SockAddr& addr : *addrs) {
-    const int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    const int rc = ::connect(fd, addr.get(), addr.len);
-    if (rc != 0 && errno == EINPROGRESS) {
-      probes.push_back({fd, POLLOUT, 0});
-      continue;
-    }
-    refused |= rc != 0 && errno == ECONNREFUSED;
-    ::close(fd);
-  }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  size_t open = probes.size();
-  while (!refused && open > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    const int ms = static_cast<int>(left.count());
-    if (ms <= 0 || ::poll(probes.data(), probes.size(), ms) <= 0) break;
-    for (pollfd& p : probes) {
-      if (p.fd < 0 || p.revents == 0) continue;
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0) refused |= err == ECONNREFUSED;
-      ::close(p.fd);
-      p.fd = -1;  // poll skips negative fds
-      --open;
-    }
-  }
-  for (const pollfd& p : probes) {
-    if (p.fd >= 0) ::close(p.fd);
-  }
-  return refused;
 }
 
 }  // namespace weft::transport::tcp

@@ -51,10 +51,5 @@ std::string format_address(const SockAddr& addr);
 /// The published form of a list: format_address of each, joined by commas.
 std::string format_address_list(const std::vector<SockAddr>& addrs);
 
-/// True when a connection to any address of `address_list` (published form) is refused
-/// within `wait_ms`: the process that listened there is gone, since a live rank listens on
-/// all its addresses. The connections, where made, close without a byte, which a weft
-/// listener takes quietly.
-bool refuses_connections(std::string_view address_list, int wait_ms);
 
 }  // namespace weft::transport::tcp

@@ -81,7 +81,13 @@ TcpTransport::TcpTransport(const TransportInit& init, std::vector<Rail> rails,
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   // Without an eventfd (out of descriptors) the listener is served inside connect() only,
   // as it always was.
-  if (wake_fd_ >= 0) acceptor_ = std::thread([this] { serve_until_stopped(); });
+  if (wake_fd_ < 0) return;
+  try {
+    acceptor_ = std::thread([this] { serve_until_stopped(); });
+  } catch (...) {  // no thread to be had: the destructor will not run, so close it here
+    ::close(wake_fd_);
+    throw;
+  }
 }
 
 TcpTransport::~TcpTransport() {

@@ -141,8 +141,8 @@ bool Listener::read_handshake(Pending& p) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n < 0 && errno == EINTR) continue;
     if (n == 0 && p.got == 0 && !p.proving) {
-      // Closed without a byte: a check that something listens (shrink probes peers this
-      // way, refuses_connections) or a port scan's connect. Nothing reached weft.
+      // Closed without a byte: a port scan's connect. Nothing reached weft. (weft's own
+      // checks that a rank lives ask it, liveness.hpp.)
       refusals_.counted("closed without a byte", absl::StrCat("a connection from ", p.from,
                                                               " closed without a byte"));
       close_fd(p.fd);

@@ -35,16 +35,13 @@ struct Query {
   }
 };
 
-void start(Query& q, const TransportInit& init, const std::string& address_list) {
-  auto addrs = parse_address_list(address_list);
-  if (!addrs.ok()) return q.finish(PeerAnswer::kGone, std::string(addrs.status().message()));
-  const SockAddr& to = addrs->front();
+void start(Query& q, const TransportInit& init, const SockAddr& to) {
   q.asked.job_id = init.job_id, q.asked.from_rank = init.rank;
   q.asked.to_rank = static_cast<uint32_t>(q.answer.rank), q.asked.size = init.size;
   q.asked.verdict = kQuery, q.asked.nonce = fresh_nonce();
   q.hello = encode_hello(q.asked);
   q.fd = ::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (q.fd < 0) return q.finish(PeerAnswer::kSilent, absl::StrCat("socket: ", std::strerror(errno)));
+  if (q.fd < 0) return q.finish(PeerAnswer::kUnknown, absl::StrCat("socket: ", std::strerror(errno)));
   if (::connect(q.fd, to.get(), to.len) != 0 && errno != EINPROGRESS) {
     return q.finish(PeerAnswer::kGone, absl::StrCat("connect: ", std::strerror(errno)));
   }
@@ -95,10 +92,23 @@ Blame Blame::unpack(uint64_t v) {
 std::vector<PeerAnswer> ask_alive(const TransportInit& init,
                                   const std::vector<std::pair<int, std::string>>& peers,
                                   absl::Duration wait) {
-  std::vector<Query> queries(peers.size());
+  std::vector<PeerAnswer> out(peers.size());
+  std::vector<std::pair<size_t, SockAddr>> targets;  // (peer, address): one query each
   for (size_t i = 0; i < peers.size(); ++i) {
-    queries[i].answer.rank = peers[i].first;
-    start(queries[i], init, peers[i].second);
+    out[i].rank = peers[i].first;
+    out[i].outcome = PeerAnswer::kUnknown;
+    auto addrs = parse_address_list(peers[i].second);
+    if (!addrs.ok()) {
+      out[i].outcome = PeerAnswer::kGone;  // it published nothing that can be reached
+      out[i].detail = std::string(addrs.status().message());
+      continue;
+    }
+    for (const SockAddr& to : *addrs) targets.emplace_back(i, to);
+  }
+  std::vector<Query> queries(targets.size());
+  for (size_t k = 0; k < targets.size(); ++k) {
+    queries[k].answer.rank = out[targets[k].first].rank;
+    start(queries[k], init, targets[k].second);
   }
   const Deadline deadline = Deadline::after(wait);
   std::vector<pollfd> fds;
@@ -117,10 +127,12 @@ std::vector<PeerAnswer> ask_alive(const TransportInit& init,
       if (fds[i].revents != 0) advance(*polled[i], init);
     }
   }
-  std::vector<PeerAnswer> out;
-  for (Query& q : queries) {
+  for (size_t k = 0; k < queries.size(); ++k) {
+    Query& q = queries[k];
     if (!q.done) q.finish(PeerAnswer::kSilent, absl::StrCat("no answer within ", absl::FormatDuration(wait)));
-    out.push_back(std::move(q.answer));
+    PeerAnswer& best = out[targets[k].first];
+    // kAlive < kSilent < kGone < kUnknown: the lowest outcome over the addresses wins.
+    if (q.answer.outcome < best.outcome) best = std::move(q.answer);
   }
   return out;
 }

@@ -38,17 +38,20 @@ struct Blame {
   static Blame unpack(uint64_t v);
 };
 
-/// How one peer answered.
+/// How one peer answered. Over several addresses (rails) the best answer counts: a live
+/// rank may be unreachable on one rail, an exited one refuses on all.
 struct PeerAnswer {
-  enum Outcome { kAlive, kSilent, kGone };
+  /// In order of precedence; kUnknown: this rank could not ask (out of descriptors, say),
+  /// which says nothing about the peer.
+  enum Outcome { kAlive, kSilent, kGone, kUnknown };
   int rank = -1;
   Outcome outcome = kSilent;
   Blame blame;         ///< what the peer concluded (kAlive only)
   std::string detail;  ///< why kGone ("connection refused", ...)
 };
 
-/// Asks each peer (rank, published tcp address list) at once and waits `wait` at most;
-/// a peer that has not answered by then is kSilent. `init` is the asking transport's (job
+/// Asks each peer (rank, published tcp address list) at every address at once and waits
+/// `wait` at most; a peer that has not answered by then is kSilent. `init` is the asking transport's (job
 /// id, rank, secret).
 std::vector<PeerAnswer> ask_alive(const TransportInit& init,
                                   const std::vector<std::pair<int, std::string>>& peers,
