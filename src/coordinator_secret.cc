@@ -26,15 +26,20 @@ absl::Status file_error(const std::string& path, const std::string& what) {
 
 // Reads the secret from an existing file, which must be this user's alone.
 absl::StatusOr<JobSecret> read_secret_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // A link is fine (to a shared file system, say): what it leads to must be this user's
+  // alone, which fstat checks on the file itself.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return file_error(path, absl::StrCat("cannot be read: ", std::strerror(errno)));
   struct stat st{};
   char buf[256];
   ssize_t n = -1;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
       (st.st_mode & 077) == 0) {
-    n = ::read(fd, buf, sizeof buf);
+    do {
+      n = ::read(fd, buf, sizeof buf);
+    } while (n < 0 && errno == EINTR);
   }
+  const int read_errno = errno;
   ::close(fd);
   if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
     return file_error(path, "is not a regular file of this user");
@@ -44,7 +49,8 @@ absl::StatusOr<JobSecret> read_secret_file(const std::string& path) {
                                             "make a new secret if others may have read it",
                                             st.st_mode & 07777));
   }
-  const std::string text(absl::StripAsciiWhitespace(absl::string_view(buf, n > 0 ? n : 0)));
+  if (n < 0) return file_error(path, absl::StrCat("cannot be read: ", std::strerror(read_errno)));
+  const std::string text(absl::StripAsciiWhitespace(absl::string_view(buf, n)));
   if (text.size() < kShortestGoodSecret) {
     return file_error(path, absl::StrCat("holds ", text.size(), " characters, fewer than ",
                                          kShortestGoodSecret, " (delete it to make a new one)"));
@@ -66,7 +72,10 @@ absl::Status make_secret_file(const std::string& path) {
   std::string text;
   for (uint8_t b : random) absl::StrAppendFormat(&text, "%02x", b);
   text += '\n';
-  const std::string aside = absl::StrCat(path, ".", ::getpid(), ".new");
+  // Unique across the hosts that share a home: pids alone repeat (containers).
+  const JobSecret tag = fresh_secret();
+  const std::string aside = absl::StrFormat("%s.%02x%02x%02x%02x%02x%02x%02x%02x.new", path, tag[0],
+                                            tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
   const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return file_error(path, absl::StrCat("cannot be made: ", std::strerror(errno)));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
@@ -75,7 +84,8 @@ absl::Status make_secret_file(const std::string& path) {
   const int err = errno;
   ::unlink(aside.c_str());
   if (!written) return file_error(path, "cannot be written");
-  if (linked != 0 && err != EEXIST) {
+  // EEXIST: another rank made it first, and its secret is the job's.
+  if (linked != 0 && err != EEXIST && ::access(path.c_str(), F_OK) != 0) {
     return file_error(path, absl::StrCat("cannot be made: ", std::strerror(err)));
   }
   return absl::OkStatus();

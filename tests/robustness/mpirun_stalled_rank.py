@@ -80,9 +80,13 @@ def main():
             failures.append("no survivor said why its call failed")
         # Blame: a survivor that printed its error names the stopped rank, not a neighbour
         # that only gave up (mpirun may end a survivor before it prints: those say nothing).
-        for line in output.splitlines():
-            m = re.match(r"weft bench: rank (\d+): ", line)
-            if m and int(m.group(1)) != VICTIM and f"rank {VICTIM} stopped answering" not in line:
+        survivor_lines = [line for line in output.splitlines()
+                          if (m := re.match(r"weft bench: rank (\d+): ", line)) and
+                          int(m.group(1)) != VICTIM]
+        if not survivor_lines:
+            failures.append("no survivor printed its error")
+        for line in survivor_lines:
+            if f"rank {VICTIM} stopped answering" not in line:
                 failures.append(f"a survivor blames another rank: {line}")
         print(f"mpirun returned {rc} {took:.1f} s after rank {VICTIM} was stopped")
         return report(failures)

@@ -178,7 +178,7 @@ inline absl::StatusOr<pid_t> spawn_child(const std::string& exe, const std::stri
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const absl::string_view v(*e);
-    if (absl::StartsWith(v, "WEFT_DEBUG=")) {
+    if (absl::StartsWith(v, "WEFT_DEBUG=") || absl::StartsWith(v, "WEFT_JOB_SECRET_FILE=")) {
       env.emplace_back(v);
       continue;
     }
