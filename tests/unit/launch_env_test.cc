@@ -49,6 +49,28 @@ TEST(LaunchEnv, OpenMpi) {
   EXPECT_EQ(r->coordinator, "node0:29500");
 }
 
+// Where tcp listens (listen_ifname) rests on this: loopback only when the launcher started
+// exactly the communicator's ranks, all on this host.
+TEST(LaunchEnv, EveryRankHereOnlyWhenTheLauncherStartedThemAllHere) {
+  const Env four_here = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
+  EXPECT_TRUE(launcher_puts_every_rank_here(4, fake(four_here)));
+  EXPECT_TRUE(launcher_puts_every_rank_here(0, fake(four_here)));  // size not known yet
+  EXPECT_FALSE(launcher_puts_every_rank_here(8, fake(four_here)));  // more ranks than launched
+  Env two_hosts = four_here;
+  two_hosts["OMPI_COMM_WORLD_LOCAL_SIZE"] = "2";
+  EXPECT_FALSE(launcher_puts_every_rank_here(4, fake(two_hosts)));
+  // One process per host (mpirun -np 1 on each node), a UniqueId across them.
+  const Env one = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}};
+  EXPECT_FALSE(launcher_puts_every_rank_here(4, fake(one)));
+  EXPECT_FALSE(launcher_puts_every_rank_here(0, fake(one)));
+  EXPECT_FALSE(launcher_puts_every_rank_here(2, fake({})));  // no launcher
+  EXPECT_EQ(listen_ifname("", true), "lo");
+  EXPECT_EQ(listen_ifname("", false), "");
+  EXPECT_EQ(listen_ifname("eth0,eth1", true), "eth0,eth1");
+}
+
 TEST(LaunchEnv, OpenMpiWithoutLocalVariables) {
   auto r = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
   ASSERT_TRUE(r.ok()) << r.status();
