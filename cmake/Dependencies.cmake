@@ -3,7 +3,7 @@
 
 find_package(Threads REQUIRED)
 find_package(absl REQUIRED)
-# HMAC-SHA256 for proving the job secret on every connection (src/job_secret.hpp).
+# HMAC-SHA256 for proving the job secret on every connection (src/base/job_secret.hpp).
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 function(weft_optional name found)

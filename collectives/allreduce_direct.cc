@@ -14,7 +14,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/direct_exchange.hpp"
 #include "collectives/reduce.hpp"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft {
 

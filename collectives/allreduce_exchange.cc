@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithm.hpp"
 #include "collectives/stream.hpp"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft {
 

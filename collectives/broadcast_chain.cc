@@ -9,7 +9,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/ring_layout.hpp"
 #include "collectives/stream.hpp"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/reduce.hpp"
-#include "src/deadline.hpp"
+#include "src/base/deadline.hpp"
 #include "transport/transport.hpp"
 #include "weft/types.hpp"
 

@@ -5,7 +5,7 @@
 // rounds, not the bytes, are what a call costs.
 #include "collectives/algorithm.hpp"
 #include "collectives/call_check.hpp"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft {
 

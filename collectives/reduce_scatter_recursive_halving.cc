@@ -18,7 +18,7 @@
 #include "collectives/block_trade.hpp"
 #include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft {
 

@@ -17,7 +17,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/ring.hpp"
 #include "collectives/stream.hpp"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft {
 

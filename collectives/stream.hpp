@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "collectives/reduce.hpp"
-#include "src/deadline.hpp"
+#include "src/base/deadline.hpp"
 #include "transport/transport.hpp"
 
 namespace weft {

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "src/peer_info.hpp"
+#include "src/base/peer_info.hpp"
 #include "transport/tcp/liveness.hpp"
 
 namespace weft::detail {

@@ -9,10 +9,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "src/mutex.hpp"
+#include "src/base/mutex.hpp"
 #include "src/bootstrap_wire.hpp"
-#include "src/env.hpp"
-#include "src/job_secret.hpp"
+#include "src/base/env.hpp"
+#include "src/base/job_secret.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/rails.hpp"

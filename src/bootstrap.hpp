@@ -13,7 +13,7 @@
 //                else:    u32 len, message                         -- why this rank was refused
 // Blobs are PeerInfo::encode() and at most kMaxPeerBlobBytes. A hello from another job or
 // version gets its refusal at once; any other hello gets the challenge, and the rank counts
-// only once its proof of the job secret checks out (src/job_secret.hpp): the server's proof
+// only once its proof of the job secret checks out (src/base/job_secret.hpp): the server's proof
 // covers the rank's nonce and the rank's covers the server's, so neither can be replayed.
 #pragma once
 
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "src/deadline.hpp"
-#include "src/peer_info.hpp"
+#include "src/base/deadline.hpp"
+#include "src/base/peer_info.hpp"
 #include "src/rendezvous_server.hpp"
 #include "src/unique_id.hpp"
 #include "weft/weft.hpp"

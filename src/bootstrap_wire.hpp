@@ -13,8 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/bootstrap.hpp"
-#include "src/deadline.hpp"
-#include "src/job_secret.hpp"
+#include "src/base/deadline.hpp"
+#include "src/base/job_secret.hpp"
 #include "src/unique_id.hpp"
 #include "transport/tcp/address.hpp"
 

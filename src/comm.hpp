@@ -10,9 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/algorithm.hpp"
-#include "src/env.hpp"
-#include "src/job_secret.hpp"
-#include "src/mutex.hpp"
+#include "src/base/env.hpp"
+#include "src/base/job_secret.hpp"
+#include "src/base/mutex.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/bootstrap.hpp"
 #include "src/comm.hpp"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 #include "src/launch_env.hpp"
 #include "src/unique_id.hpp"
 #include "weft/weft.hpp"

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "src/env.hpp"
-#include "src/job_secret.hpp"
+#include "src/base/env.hpp"
+#include "src/base/job_secret.hpp"
 
 namespace weft {
 

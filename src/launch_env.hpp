@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 
 namespace weft {
 

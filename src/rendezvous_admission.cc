@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/launch_env.hpp"
-#include "src/peer_info.hpp"
+#include "src/base/peer_info.hpp"
 #include "src/rendezvous_server_impl.hpp"
 
 namespace weft {

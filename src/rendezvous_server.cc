@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 #include "src/launch_env.hpp"
 #include "src/rendezvous_server_impl.hpp"
 

@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "src/bootstrap_wire.hpp"
-#include "src/job_secret.hpp"
-#include "src/mutex.hpp"
-#include "src/refusal_log.hpp"
+#include "src/base/job_secret.hpp"
+#include "src/base/mutex.hpp"
+#include "src/base/refusal_log.hpp"
 #include "src/rendezvous_server.hpp"
 
 namespace weft {

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/stream.hpp"
-#include "src/process.hpp"
+#include "src/base/process.hpp"
 #include "src/shrink_wire.hpp"
 #include "transport/tcp/liveness.hpp"
 

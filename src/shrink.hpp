@@ -29,8 +29,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "src/deadline.hpp"
-#include "src/peer_info.hpp"
+#include "src/base/deadline.hpp"
+#include "src/base/peer_info.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::detail {

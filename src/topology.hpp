@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "src/peer_info.hpp"
+#include "src/base/peer_info.hpp"
 #include "transport/transport.hpp"
 
 namespace weft {

@@ -5,7 +5,7 @@
 //   6  u16  family (4 or 6)         8  u16  port
 //  10  u8[16] address (IPv4 uses the first 4 bytes)
 //  26  u8[6]  zero
-//  32  u64  job id                 40  u8[16] job secret (src/job_secret.hpp)
+//  32  u64  job id                 40  u8[16] job secret (src/base/job_secret.hpp)
 //  56  ...  zero up to 128
 #pragma once
 
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 #include "weft/weft.hpp"
 
 namespace weft {

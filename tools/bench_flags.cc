@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 #include "tools/sweep.hpp"
 
 namespace weft::tools {

@@ -5,7 +5,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/reduce.hpp"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/rails.hpp"
 #include "tools/commands.hpp"

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 
 #ifdef WEFT_HAVE_MPI
 #include <mpi.h>

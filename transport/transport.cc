@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 #include "transport/shm/context.hpp"
 #include "transport/tcp/context.hpp"
 

@@ -17,10 +17,10 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "src/copy.hpp"
-#include "src/deadline.hpp"
-#include "src/job_secret.hpp"
-#include "src/peer_info.hpp"
+#include "src/base/copy.hpp"
+#include "src/base/deadline.hpp"
+#include "src/base/job_secret.hpp"
+#include "src/base/peer_info.hpp"
 
 namespace weft::transport {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/peer_info.hpp"
+#include "src/base/peer_info.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/multirank/world.hpp"
 #include "tools/expected.hpp"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 
 namespace weft {
 namespace {

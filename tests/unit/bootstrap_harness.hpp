@@ -4,7 +4,7 @@
 #pragma once
 
 #include "src/bootstrap.hpp"
-#include "src/peer_info.hpp"
+#include "src/base/peer_info.hpp"
 #include "src/bootstrap_wire.hpp"
 
 #include <gmock/gmock.h>

@@ -1,6 +1,6 @@
 // copy_bytes and stream_bytes must copy exactly the bytes asked for, whatever the sizes and
 // the alignment of either end, and touch nothing outside the destination range.
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 
 namespace weft {
 namespace {

@@ -42,7 +42,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 #include "src/unique_id.hpp"
 #include "transport/shm/address.hpp"
 #include "weft/weft.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "src/deadline.hpp"
+#include "src/base/deadline.hpp"
 #include "transport/tcp/address.hpp"
 
 namespace weft::transport::tcp {

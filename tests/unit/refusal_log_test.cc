@@ -1,6 +1,6 @@
 // RefusalLog: strangers cannot set the log's volume. A fake clock and a sink that keeps the
 // lines make every case exact.
-#include "src/refusal_log.hpp"
+#include "src/base/refusal_log.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::testing {

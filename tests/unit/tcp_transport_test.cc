@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "src/refusal_log.hpp"
+#include "src/base/refusal_log.hpp"
 #include "tests/unit/raw_socket.hpp"
 #include "tests/unit/stopwatch.hpp"
 #include "tests/unit/transport_harness.hpp"

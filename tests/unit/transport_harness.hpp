@@ -17,9 +17,9 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "src/deadline.hpp"
-#include "src/job_secret.hpp"
-#include "src/peer_info.hpp"
+#include "src/base/deadline.hpp"
+#include "src/base/job_secret.hpp"
+#include "src/base/peer_info.hpp"
 #include "transport/transport.hpp"
 #include "tests/unit/stopwatch.hpp"
 

@@ -66,7 +66,7 @@ class ShmTransport : public Transport {
   // allreduce and broadcast of 512 KiB-64 MiB 1.3-3x faster than with offers from 128 KiB.
   // With a core per rank, offers from a few KiB where one read beats two copies on this
   // machine (single_copy.hpp), none where it does not.
-  // This is WEFT_SHM_SINGLE_COPY_BYTES's "auto" (src/env.hpp).
+  // This is WEFT_SHM_SINGLE_COPY_BYTES's "auto" (src/base/env.hpp).
   size_t single_copy_bytes() const {
     constexpr size_t kOwnCores = 8 << 10;
     if (init_.single_copy_bytes.has_value()) return *init_.single_copy_bytes;

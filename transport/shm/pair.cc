@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "src/process.hpp"
+#include "src/base/process.hpp"
 
 namespace weft::transport::shm {
 

@@ -1,7 +1,7 @@
 // A shared-memory link: one ring each way between two processes of one host.
 #pragma once
 
-#include "src/process.hpp"
+#include "src/base/process.hpp"
 #include "transport/shm/ring.hpp"
 #include "transport/transport.hpp"
 

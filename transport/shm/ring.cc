@@ -10,7 +10,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft::transport::shm {
 namespace {

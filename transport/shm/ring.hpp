@@ -25,7 +25,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "src/deadline.hpp"
+#include "src/base/deadline.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::shm {

@@ -11,14 +11,14 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft::transport::shm {
 namespace {
 
 // The kernel copies for process_vm_readv with `rep movsb`, which on some CPUs (AMD Zen 3)
 // runs 4-5x slower (about 2.2 against 10.4 GB/s) unless source and destination lie at the
-// same offset modulo 64; see src/copy.hpp for the same trap in glibc. There, offers whose
+// same offset modulo 64; see src/base/copy.hpp for the same trap in glibc. There, offers whose
 // destination is out of step go through the scratch buffer, placed in step.
 constexpr uint64_t kCopyStep = 64;
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <memory>
 
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 namespace weft::transport::shm {
 namespace {

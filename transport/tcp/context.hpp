@@ -29,7 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "src/mutex.hpp"
+#include "src/base/mutex.hpp"
 #include "transport/tcp/listener.hpp"
 #include "transport/tcp/rails.hpp"
 #include "transport/transport.hpp"

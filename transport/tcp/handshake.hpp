@@ -12,7 +12,7 @@
 // (the ack repeats both). Magic and version keep their offsets in every version, so each
 // side can tell an older or newer peer as soon as 8 bytes are in. Proofs are HMAC-SHA256 with the
 // job secret over everything said before them, the other side's fresh nonce included
-// (src/job_secret.hpp), so the secret never travels and a recorded handshake cannot be
+// (src/base/job_secret.hpp), so the secret never travels and a recorded handshake cannot be
 // replayed. The ack names the listener, so a dialer that reached the wrong job or rank can
 // say so at once; the listener takes the connection only once the dialer's proof checks out.
 #pragma once
@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "src/job_secret.hpp"
+#include "src/base/job_secret.hpp"
 
 namespace weft::transport::tcp {
 

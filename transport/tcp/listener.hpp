@@ -7,7 +7,7 @@
 // one by one, on any of the listening sockets and in any order; each hello names its rail
 // and the link's rail count, and take() hands out a link only once all its rails are in.
 // Strangers (port scanners, other jobs, garbage, silence) are closed and reported through a
-// RefusalLog (src/refusal_log.hpp), so that a flood cannot flood the log.
+// RefusalLog (src/base/refusal_log.hpp), so that a flood cannot flood the log.
 //
 // Not thread-safe: TcpTransport calls it under its mutex.
 #pragma once
@@ -22,7 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "src/refusal_log.hpp"
+#include "src/base/refusal_log.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/handshake.hpp"
 #include "transport/transport.hpp"

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "src/deadline.hpp"
+#include "src/base/deadline.hpp"
 #include "transport/tcp/address.hpp"
 
 namespace weft::transport::tcp {

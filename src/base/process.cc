@@ -1,4 +1,4 @@
-#include "src/process.hpp"
+#include "src/base/process.hpp"
 
 #include <signal.h>
 

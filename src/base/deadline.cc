@@ -1,4 +1,4 @@
-#include "src/deadline.hpp"
+#include "src/base/deadline.hpp"
 
 #include <sched.h>
 #include <sys/prctl.h>

@@ -1,4 +1,4 @@
-#include "src/copy.hpp"
+#include "src/base/copy.hpp"
 
 #include <algorithm>
 #include <cstdint>

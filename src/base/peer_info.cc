@@ -1,4 +1,4 @@
-#include "src/peer_info.hpp"
+#include "src/base/peer_info.hpp"
 
 #include <unistd.h>
 

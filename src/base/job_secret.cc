@@ -1,4 +1,4 @@
-#include "src/job_secret.hpp"
+#include "src/base/job_secret.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 
 namespace weft {
 namespace {

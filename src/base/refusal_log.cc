@@ -1,11 +1,11 @@
-#include "src/refusal_log.hpp"
+#include "src/base/refusal_log.hpp"
 
 #include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "src/deadline.hpp"
+#include "src/base/deadline.hpp"
 
 namespace weft {
 

@@ -1,4 +1,4 @@
-#include "src/env.hpp"
+#include "src/base/env.hpp"
 
 #include <unistd.h>
 
