@@ -139,12 +139,14 @@ absl::StatusOr<transport::Pair*> Comm::link(int peer, Deadline deadline) {
   if (links_[peer] == nullptr) {
     auto pair = topology_.transport_to(peer)->connect(topology_.peers()[peer], deadline);
     if (!pair.ok()) return pair.status();
+    MutexLock lock(&links_mu_);
     links_[peer] = *std::move(pair);
   }
   return links_[peer].get();
 }
 
 std::vector<LinkStats> Comm::link_stats() const {
+  MutexLock lock(&links_mu_);
   std::vector<LinkStats> out;
   for (int peer = 0; peer < size_; ++peer) {
     if (links_[peer] == nullptr) continue;
@@ -282,6 +284,7 @@ void Comm::fail(const absl::Status& s) {
   failed_.store(true, std::memory_order_release);
   // Closing every link tells all peers at once, not only the ones this rank was waiting
   // on; otherwise ranks further along the ring would wait for their own deadline.
+  MutexLock lock(&links_mu_);
   for (auto& l : links_) l.reset();
 }
 

@@ -92,7 +92,11 @@ class Comm : public LinkProvider {
   bool shm_only_ = false;  // every link is over shm (algorithm choice)
   bool every_rank_here_ = false;  // as create() was told; a shrunk communicator inherits it
   Schedule schedule_;
-  std::vector<std::unique_ptr<transport::Pair>> links_;  // by peer rank; null until used
+  // By peer rank; null until used. The collective's thread alone sets and resets them, and
+  // does so under links_mu_; other threads (link_stats) read them under it too, so the
+  // collective's own reads on the data path need no lock.
+  mutable Mutex links_mu_;
+  std::vector<std::unique_ptr<transport::Pair>> links_;
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
   std::unique_ptr<std::byte[]> stream_block_;  // kStreamBlockBytes, for AlgoContext

@@ -24,6 +24,20 @@
 
 namespace weft::transport {
 
+/// A count that a link's own thread adds to and any thread may read (a health monitor):
+/// a plain load and store on the data path, with no locked instruction, and no data race.
+/// Only one thread may add.
+class LinkCounter {
+ public:
+  void add(uint64_t n) {
+    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  uint64_t get() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
 /// Counters a link keeps about itself; the health monitor reads them.
 struct PairStats {
   uint64_t bytes_sent = 0;

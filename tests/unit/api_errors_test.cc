@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -248,6 +250,44 @@ TEST(TwoRanks, AbortFromAnotherThreadEndsAStuckCollective) {
       comms[1]->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, short_wait);
   EXPECT_FALSE(late.ok());
   EXPECT_LT(start.elapsed(), absl::Seconds(3)) << late;
+}
+
+// link_stats() may be called from any thread (a health monitor) while the ranks move data
+// over their links and then close them on a failure. Under ThreadSanitizer (scripts/
+// test-sanitized) a counter written without an atomic, or a link reset while another thread
+// reads it, is reported here.
+TEST(TwoRanks, LinkStatsFromAnotherThreadWhileLinksComeAndGo) {
+  Comms comms = make_comms(2);
+  ASSERT_EQ(comms.size(), 2u);
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> largest_seen{0};
+  std::thread monitor([&] {
+    while (!done.load()) {
+      for (const auto& comm : comms) {
+        for (const LinkStats& l : comm->link_stats()) {
+          largest_seen.store(std::max(largest_seen.load(), l.bytes_sent));
+        }
+      }
+    }
+  });
+  std::vector<std::vector<float>> bufs(2, std::vector<float>(4096, 1.0f));
+  on_every_rank(2, [&](int r) {
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_TRUE(comms[r]->allreduce(bufs[r].data(), bufs[r].data(), bufs[r].size(),
+                                      DataType::kFloat32).ok());
+    }
+  });
+  // Rank 0 times out alone and closes its links while the monitor reads them. (Rank 1's
+  // call that follows may still complete from what rank 0 sent before it gave up.)
+  AllreduceOptions short_wait;
+  short_wait.timeout = absl::Milliseconds(200);
+  EXPECT_FALSE(comms[0]->allreduce(bufs[0].data(), bufs[0].data(), 4, DataType::kFloat32,
+                                   short_wait).ok());
+  (void)comms[1]->allreduce(bufs[1].data(), bufs[1].data(), 4, DataType::kFloat32, short_wait);
+  done.store(true);
+  monitor.join();
+  EXPECT_GT(largest_seen.load(), 0u) << "the monitor never saw a byte sent";
+  EXPECT_TRUE(comms[0]->link_stats().empty()) << "a failed communicator closed its links";
 }
 
 TEST(TwoRanks, AfterATimeoutTheCommunicatorRefusesCalls) {

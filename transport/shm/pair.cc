@@ -25,7 +25,7 @@ ShmPair::~ShmPair() {
 }
 
 absl::Status ShmPair::peer_gone(const char* why) {
-  ++stats_.errors;
+  errors_.add(1);
   return absl::UnavailableError(absl::StrCat("shm link to rank ", peer_, " (pid ", peer_pid_,
                                              ") failed: ", why));
 }
@@ -43,7 +43,7 @@ absl::StatusOr<size_t> ShmPair::offer_some(const std::byte* data, size_t len) {
 }
 
 absl::Status ShmPair::ring_failed(const absl::Status& s) {
-  ++stats_.errors;
+  errors_.add(1);
   return absl::Status(s.code(), absl::StrCat("shm link to rank ", peer_, ": ", s.message()));
 }
 
@@ -53,7 +53,7 @@ absl::StatusOr<size_t> ShmPair::sent(absl::StatusOr<size_t> written, size_t len)
       (outbound_.header().state.load(std::memory_order_acquire) & RingHeader::kReceiverClosed)) {
     return peer_gone("the peer closed the link");
   }
-  stats_.bytes_sent += *written;
+  bytes_sent_.add(*written);
   return written;  // as it came: no new StatusOr on every small send
 }
 
@@ -75,7 +75,7 @@ absl::StatusOr<size_t> ShmPair::received(absl::StatusOr<size_t> got, size_t max)
       !inbound_.readable()) {
     return peer_gone("the peer closed the link");
   }
-  stats_.bytes_received += *got;
+  bytes_received_.add(*got);
   return got;
 }
 
@@ -89,7 +89,7 @@ absl::Status ShmPair::write_to_peer(uint64_t address, const std::byte* data, siz
     if (n <= 0) {
       return peer_gone(absl::StrCat("process_vm_writev: ", std::strerror(n < 0 ? errno : EIO)).c_str());
     }
-    stats_.bytes_sent += static_cast<size_t>(n);
+    bytes_sent_.add(static_cast<size_t>(n));
     data += n;
     address += static_cast<uint64_t>(n);
     len -= static_cast<size_t>(n);
@@ -98,7 +98,10 @@ absl::Status ShmPair::write_to_peer(uint64_t address, const std::byte* data, siz
 }
 
 PairStats ShmPair::stats() const {
-  PairStats s = stats_;
+  PairStats s;
+  s.bytes_sent = bytes_sent_.get();
+  s.bytes_received = bytes_received_.get();
+  s.errors = errors_.get();
   s.bytes_sent_single_copy = outbound_.offered_bytes_taken();
   return s;
 }

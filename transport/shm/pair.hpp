@@ -35,7 +35,7 @@ class ShmPair : public Pair {
   int32_t peer_pid_;
   Ring inbound_;
   Ring outbound_;
-  PairStats stats_;
+  LinkCounter bytes_sent_, bytes_received_, errors_;  // stats() reads them from any thread
 };
 
 }  // namespace weft::transport::shm

@@ -113,7 +113,7 @@ absl::StatusOr<size_t> TcpPair::send_flagged(const std::byte* data, size_t len, 
   if (rails_ > 1) return send_striped(data, len);
   const ssize_t n = ::send(fds_[0], data, len, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
   if (n >= 0) {
-    bytes_sent_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    bytes_sent_.add(static_cast<uint64_t>(n));
     return static_cast<size_t>(n);
   }
   if (would_block(errno)) return size_t{0};
@@ -134,10 +134,10 @@ absl::StatusOr<size_t> TcpPair::send_striped(const std::byte* data, size_t len) 
     }
     send_offset_ += static_cast<uint64_t>(n);
     taken += static_cast<size_t>(n);
-    rail_counters_[rail].sent.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    rail_counters_[rail].sent.add(static_cast<uint64_t>(n));
     if (static_cast<size_t>(n) < want) break;  // that socket is full
   }
-  bytes_sent_.fetch_add(taken, std::memory_order_relaxed);
+  bytes_sent_.add(taken);
   return taken;
 }
 
@@ -181,7 +181,7 @@ absl::StatusOr<size_t> TcpPair::receive(size_t max, const Scatter* to, const Sin
       handed += static_cast<size_t>(n);
       if (striped) {
         recv_offset_ += static_cast<uint64_t>(n);
-        rail_counters_[rail].received.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+        rail_counters_[rail].received.add(static_cast<uint64_t>(n));
       }
       if (static_cast<size_t>(n) < want) break;  // drained what that socket had
       continue;
@@ -192,7 +192,7 @@ absl::StatusOr<size_t> TcpPair::receive(size_t max, const Scatter* to, const Sin
     if (would_block(errno)) break;
     return fail(errno_error("recv", errno, rail));
   }
-  bytes_received_.fetch_add(handed, std::memory_order_relaxed);
+  bytes_received_.add(handed);
   return handed;
 }
 
@@ -223,20 +223,20 @@ absl::Status TcpPair::check_peer() {
 
 PairStats TcpPair::stats() const {
   PairStats s;
-  s.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
-  s.bytes_received = bytes_received_.load(std::memory_order_relaxed);
-  s.errors = errors_.load(std::memory_order_relaxed);
+  s.bytes_sent = bytes_sent_.get();
+  s.bytes_received = bytes_received_.get();
+  s.errors = errors_.get();
   return s;
 }
 
 RailStats TcpPair::rail_stats(size_t rail) const {
   if (rail >= rails_) return {};
   if (rails_ == 1) {  // the single-socket path counts only the link's totals
-    return {bytes_sent_.load(std::memory_order_relaxed),
-            bytes_received_.load(std::memory_order_relaxed)};
+    return {bytes_sent_.get(),
+            bytes_received_.get()};
   }
-  return {rail_counters_[rail].sent.load(std::memory_order_relaxed),
-          rail_counters_[rail].received.load(std::memory_order_relaxed)};
+  return {rail_counters_[rail].sent.get(),
+          rail_counters_[rail].received.get()};
 }
 
 int TcpPair::sndbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, SO_SNDBUF); }
@@ -245,13 +245,13 @@ int TcpPair::rcvbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, S
 // A peer that closed its side may have sent its last bytes first: they stay readable, so
 // a failed send breaks only the sending direction.
 absl::Status TcpPair::fail_sending(absl::Status status) {
-  errors_.fetch_add(1, std::memory_order_relaxed);
+  errors_.add(1);
   send_broken_ = std::move(status);
   return send_broken_;
 }
 
 absl::Status TcpPair::fail(absl::Status status) {
-  errors_.fetch_add(1, std::memory_order_relaxed);
+  errors_.add(1);
   broken_ = std::move(status);
   return broken_;
 }

@@ -84,8 +84,8 @@ class TcpPair : public Pair {
 
  private:
   struct RailCounters {
-    std::atomic<uint64_t> sent{0};
-    std::atomic<uint64_t> received{0};
+    LinkCounter sent;
+    LinkCounter received;
   };
 
   /// send_some with extra send(2) flags.
@@ -114,10 +114,10 @@ class TcpPair : public Pair {
   // Stream offsets, used only by the thread that drives the link (striped links only).
   uint64_t send_offset_ = 0;
   uint64_t recv_offset_ = 0;
-  // Atomic because the health monitor reads stats() from its own thread.
-  std::atomic<uint64_t> bytes_sent_{0};
-  std::atomic<uint64_t> bytes_received_{0};
-  std::atomic<uint64_t> errors_{0};
+  // LinkCounters: the health monitor reads stats() from its own thread.
+  LinkCounter bytes_sent_;
+  LinkCounter bytes_received_;
+  LinkCounter errors_;
   std::array<RailCounters, kMaxRails> rail_counters_;  ///< striped links only
 };
 
