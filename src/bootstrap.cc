@@ -186,9 +186,18 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::stri
                                                                  Deadline deadline) {
   auto id = unique_id_for_coordinator(host_port);
   if (!id.ok()) return id.status();
+  return bootstrap_from_coordinator(host_port, *id, socket_ifname, rank, size, self, deadline);
+}
+
+absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::string& host_port,
+                                                                 UniqueId id,
+                                                                 const std::string& socket_ifname,
+                                                                 int rank, int size,
+                                                                 const PeerInfo& self,
+                                                                 Deadline deadline) {
   std::unique_ptr<RendezvousServer> server;
   if (rank == 0) {
-    auto decoded = decode_unique_id(*id);
+    auto decoded = decode_unique_id(id);
     if (!decoded.ok()) return decoded.status();
     auto cannot_serve = [&](const absl::Status& why) {
       return absl::Status(why.code(), absl::StrCat("rank 0 cannot serve WEFT_COORDINATOR=",
@@ -203,9 +212,9 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::stri
     server = std::move(*started);
     // Rank 0 meets the others where its server listens, which may not be where the name
     // resolves to on this host (see coordinator_listen_address).
-    *id = encode_unique_id(server->address(), decoded->job_id, decoded->secret);
+    id = encode_unique_id(server->address(), decoded->job_id, decoded->secret);
   }
-  auto table = bootstrap_exchange(*id, rank, size, self, deadline);
+  auto table = bootstrap_exchange(id, rank, size, self, deadline);
   // Rank 0 keeps serving until every rank has its table (bounded by the deadline); the
   // server logs any rank it could not serve, and this rank's own result stands.
   if (server != nullptr && table.ok()) server->wait().IgnoreError();

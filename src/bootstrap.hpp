@@ -59,5 +59,13 @@ absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::stri
                                                                  int rank, int size,
                                                                  const PeerInfo& self,
                                                                  Deadline deadline);
+/// As above, with `id` = unique_id_for_coordinator(host_port) already made by the caller
+/// (it resolves the host and reads the job secret: once is enough).
+absl::StatusOr<std::vector<PeerInfo>> bootstrap_from_coordinator(const std::string& host_port,
+                                                                 UniqueId id,
+                                                                 const std::string& socket_ifname,
+                                                                 int rank, int size,
+                                                                 const PeerInfo& self,
+                                                                 Deadline deadline);
 
 }  // namespace weft

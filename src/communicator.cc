@@ -89,8 +89,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::create_from_env_ungu
       decoded->address.is_loopback() || launcher_puts_every_rank_here(size);
   auto comm = detail::Comm::create(rank, size, decoded->job_id, *secret, every_rank_here,
                                    [&](const PeerInfo& self) {
-                                     return bootstrap_from_coordinator(coordinator, socket_ifname,
-                                                                       rank, size, self, deadline);
+                                     return bootstrap_from_coordinator(coordinator, *id,
+                                                                       socket_ifname, rank, size,
+                                                                       self, deadline);
                                    });
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(new Communicator(*std::move(comm)));
