@@ -1,6 +1,7 @@
 #include "collectives/stream.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -112,13 +113,39 @@ absl::StatusOr<size_t> receive_into(transport::Pair& pair, Landing& landing, siz
   return pair.recv_some(want, [&](const std::byte* data, size_t len) { landing.accept(data, len); });
 }
 
+namespace {
+std::atomic<int64_t> g_stall_after_ns{INT64_MAX};
+}
+
+void Waiter::set_stall_after(absl::Duration d) {
+  g_stall_after_ns.store(absl::ToInt64Nanoseconds(d), std::memory_order_relaxed);
+}
+
+void Waiter::watch_for_stall(transport::Pair* a, transport::Pair* b) {
+  if (stall_noted_) return;
+  const absl::Time now = monotonic_now();
+  if (idle_since_ == absl::InfinitePast()) {
+    idle_since_ = now;  // napping begins ~130 us after the last byte moved: close enough
+    return;
+  }
+  if (now - idle_since_ < absl::Nanoseconds(g_stall_after_ns.load(std::memory_order_relaxed))) {
+    return;
+  }
+  stall_noted_ = true;
+  if (a != nullptr) a->note_stall();
+  if (b != nullptr && b != a) b->note_stall();
+}
+
 absl::Status Waiter::after_pass(bool moved, transport::Pair* a, transport::Pair* b) {
   if (moved) {
     backoff_.reset();
+    idle_since_ = absl::InfinitePast();
+    stall_noted_ = false;
     return absl::OkStatus();
   }
   // Liveness checks cost a system call: only once the wait has gone past spinning.
   if (backoff_.is_sleeping() && backoff_.rounds() % 64 == 0) {
+    watch_for_stall(a, b);
     for (transport::Pair* p : {a, b}) {
       if (p == nullptr) continue;
       if (absl::Status s = p->check_peer(); !s.ok()) {

@@ -118,12 +118,21 @@ class Waiter {
   /// being waited on (either may be null).
   absl::Status after_pass(bool moved, transport::Pair* a, transport::Pair* b = nullptr);
 
+  /// Process-wide, set by each communicator (WEFT_HEALTH_STALL_FRACTION of its timeout): a
+  /// wait that sees no byte move for this long counts one stall against the links it waits
+  /// on (Pair::note_stall), once per wait; the health monitor judges the count.
+  static void set_stall_after(absl::Duration d);
+
  private:
   absl::Status stalled(transport::Pair* a, transport::Pair* b);
+  /// While napping: notes a stall on `a` and `b` once the wait has lasted the stall time.
+  void watch_for_stall(transport::Pair* a, transport::Pair* b);
 
   const char* what_;
   Deadline deadline_;
   Backoff backoff_;
+  absl::Time idle_since_ = absl::InfinitePast();  // InfinitePast: moving, or not napping yet
+  bool stall_noted_ = false;
 };
 
 }  // namespace weft

@@ -46,6 +46,12 @@ struct PairStats {
   uint64_t errors = 0;
 };
 
+/// Receives one counter a link reads about one of its paths, for the health monitor:
+/// `path` names it (tcp: the rail's interface), `cumulative` says the value only grows
+/// (retransmits) rather than being a level (rtt).
+using PathCounterSink = absl::FunctionRef<void(std::string_view path, std::string_view counter,
+                                               double value, bool cumulative)>;
+
 /// Receives a contiguous run of bytes that arrived on a link. The bytes are valid only
 /// during the call.
 using Sink = absl::FunctionRef<void(const std::byte* data, size_t len)>;
@@ -135,6 +141,21 @@ class Pair {
   virtual absl::Status check_peer() = 0;
 
   virtual PairStats stats() const = 0;
+
+  /// Hands `sink` what each path of the link reports about itself (tcp: TCP_INFO of each
+  /// rail's socket). Called from the health monitor's thread while the link's own thread
+  /// drives it, so it reads only what is safe to read meanwhile (the kernel's socket state);
+  /// the caller keeps the pair alive throughout. By default a link reports nothing.
+  virtual void read_path_counters(PathCounterSink sink) const {}
+
+  /// Counts a wait on this link that saw no byte move for the stall time (Waiter): a health
+  /// counter the transports observe. Only the thread that drives the link calls it.
+  void note_stall() { stalls_.add(1); }
+  /// Stalls so far; any thread.
+  uint64_t stalls() const { return stalls_.get(); }
+
+ private:
+  LinkCounter stalls_;
 };
 
 /// What every transport needs to know about the communicator it serves.

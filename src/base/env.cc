@@ -18,7 +18,10 @@ const std::vector<const EnvVar*>& all_env_vars() {
       &env::kRank,      &env::kSize,         &env::kLocalRank,         &env::kCoordinator,
       &env::kSocketIfname, &env::kJobSecret, &env::kJobSecretFile, &env::kTransport, &env::kTimeout,           &env::kAlgorithm,
       &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
-      &env::kRelayBytes};
+      &env::kRelayBytes, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
+      &env::kHealthRecover, &env::kHealthThresholds, &env::kHealthPolicy,
+      &env::kHealthStallFraction, &env::kHealthLog, &env::kHealthEndpoint, &env::kNvmlLibrary,
+      &env::kIbSysfsRoot};
   return vars;
 }
 
@@ -131,6 +134,55 @@ void warn_about_unknown_env() {
   });
 }
 
+namespace {
+
+// A number of `unit`s within [lo, hi], or an error naming the variable and the range.
+absl::StatusOr<double> parse_number(const EnvVar& var, const EnvLookup& lookup, double lo,
+                                    double hi, const char* unit) {
+  const std::string s = env_value(var, lookup);
+  double v = 0;
+  if (!absl::SimpleAtod(s, &v) || !(v >= lo && v <= hi)) {
+    return absl::InvalidArgumentError(absl::StrCat(var.name, "=", s, " is not a number of ",
+                                                   unit, " in ", lo, "..", hi, " (default ",
+                                                   var.default_value, ")"));
+  }
+  return v;
+}
+
+absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
+  const std::string on = env_value(env::kHealth, lookup);
+  if (on != "on" && on != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("WEFT_HEALTH=", on, " is not on or off"));
+  }
+  c.health = on == "on";
+  auto interval = parse_number(env::kHealthIntervalMs, lookup, 10, 60000, "milliseconds");
+  if (!interval.ok()) return interval.status();
+  c.health_interval = absl::Milliseconds(*interval);
+  auto window = parse_number(env::kHealthWindow, lookup, 0.01, 3600, "seconds");
+  if (!window.ok()) return window.status();
+  c.health_window = absl::Seconds(*window);
+  auto recover = parse_number(env::kHealthRecover, lookup, 0, 3600, "seconds");
+  if (!recover.ok()) return recover.status();
+  c.health_recover = absl::Seconds(*recover);
+  auto stall = parse_number(env::kHealthStallFraction, lookup, 1e-6, 1, "(a fraction)");
+  if (!stall.ok()) return stall.status();
+  c.health_stall_fraction = *stall;
+  c.health_thresholds = env_value(env::kHealthThresholds, lookup);
+  c.health_policy_file = env_value(env::kHealthPolicy, lookup);
+  c.health_log = env_value(env::kHealthLog, lookup);
+  const std::string port = env_value(env::kHealthEndpoint, lookup);
+  if (!port.empty()) {
+    auto p = parse_number(env::kHealthEndpoint, lookup, 1024, 65000, "(a TCP port)");
+    if (!p.ok()) return p.status();
+    c.health_endpoint_port = static_cast<int>(*p);
+  }
+  c.nvml_library = env_value(env::kNvmlLibrary, lookup);
+  c.ib_sysfs_root = env_value(env::kIbSysfsRoot, lookup);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   Config c;
   c.transport = env_value(env::kTransport, lookup);
@@ -161,6 +213,7 @@ absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   auto relay = parse_bytes(env::kRelayBytes, lookup);
   if (!relay.ok()) return relay.status();
   c.relay_bytes = *relay;
+  if (absl::Status s = read_health_settings(lookup, c); !s.ok()) return s;
   return c;
 }
 

@@ -79,6 +79,48 @@ inline constexpr EnvVar kRelayBytes{
     "bytes of the per-communicator buffer that carries partial reductions between links",
     uint64_t{4} << 10, uint64_t{1} << 30,
     "every communicator allocates and touches this much memory"};
+inline constexpr EnvVar kHealth{
+    "WEFT_HEALTH", "on",
+    "on: a monitor thread per communicator reads every link's error counters (tcp, the "
+    "transports' own, NVML, InfiniBand) and judges each link, rail, GPU and port; off: none"};
+inline constexpr EnvVar kHealthIntervalMs{
+    "WEFT_HEALTH_INTERVAL_MS", "500", "milliseconds between two readings of the counters (10..60000)"};
+inline constexpr EnvVar kHealthWindow{
+    "WEFT_HEALTH_WINDOW", "5",
+    "seconds over which the health policy takes a counter's delta or rate (default window of "
+    "every rule that names none)"};
+inline constexpr EnvVar kHealthRecover{
+    "WEFT_HEALTH_RECOVER", "10",
+    "seconds a link must stay below a threshold before its state steps back down (hysteresis)"};
+inline constexpr EnvVar kHealthThresholds{
+    "WEFT_HEALTH_THRESHOLDS", "",
+    "override health rules, comma-separated COUNTER=SUSPECT/FAILING[/WINDOW_S], a threshold "
+    "'-' for none, e.g. tcp_retransmits=20/200,nvlink_replay=-/1 (weft info lists the rules)"};
+inline constexpr EnvVar kHealthPolicy{
+    "WEFT_HEALTH_POLICY", "",
+    "a JSON policy file read before WEFT_HEALTH_THRESHOLDS: {\"window_s\": 5, \"recover_s\": "
+    "10, \"rules\": {\"tcp_retransmits\": {\"measure\": \"rate\", \"suspect\": 20, "
+    "\"failing\": 200}}} (docs/HEALTH.md)"};
+inline constexpr EnvVar kHealthStallFraction{
+    "WEFT_HEALTH_STALL_FRACTION", "0.05",
+    "a wait on a link that sees no byte move for this fraction of WEFT_TIMEOUT counts one "
+    "stall against the link (0 < f <= 1)"};
+inline constexpr EnvVar kHealthLog{
+    "WEFT_HEALTH_LOG", "stderr",
+    "where each health state change goes as one JSON line: stderr, off, or a file (appended; "
+    "%r becomes the rank)"};
+inline constexpr EnvVar kHealthEndpoint{
+    "WEFT_HEALTH_ENDPOINT", "",
+    "serve each rank's link states and counters over HTTP on 127.0.0.1, port PORT plus the "
+    "local rank: /health (JSON) and /metrics (Prometheus text); empty: no endpoint"};
+inline constexpr EnvVar kNvmlLibrary{
+    "WEFT_NVML_LIBRARY", "libnvidia-ml.so.1",
+    "the NVML library the health monitor loads (dlopen) for GPU ECC, NVLink and XID counters; "
+    "none: do not load one"};
+inline constexpr EnvVar kIbSysfsRoot{
+    "WEFT_IB_SYSFS_ROOT", "/sys",
+    "the sysfs root the health monitor reads InfiniBand ports and counters under "
+    "(class/infiniband/<dev>/ports/<p>/)"};
 }  // namespace env
 
 /// Names that weft's scripts, tests and virtual cluster read, not the library: never
@@ -88,6 +130,7 @@ inline constexpr const char* kToolingVariables[] = {
     "WEFT_SANITIZERS",  // scripts/test: 0 skips the sanitizer stages
     "WEFT_FAULT_*",     // tests/unit/fault_*: what a fault test's rank does
     "WEFT_VCLUSTER_*",  // cluster/vcluster: each host's rails
+    "WEFT_FAKE_*",      // tests/fakes/: the fake NVML library's state file
 };
 
 /// For every WEFT_* name in `names` that neither weft nor its tooling reads, one warning:
@@ -117,6 +160,18 @@ struct Config {
   std::optional<size_t> shm_single_copy_bytes;  ///< 0: never; unset: auto
   size_t relay_bytes;
   std::string socket_ifname;
+  // The health monitor (src/health/): raw policy text is parsed there.
+  bool health = true;
+  absl::Duration health_interval;
+  absl::Duration health_window;
+  absl::Duration health_recover;
+  double health_stall_fraction = 0;
+  std::string health_thresholds;
+  std::string health_policy_file;
+  std::string health_log;
+  int health_endpoint_port = 0;  ///< 0: no endpoint
+  std::string nvml_library;      ///< "none": do not load NVML
+  std::string ib_sysfs_root;
 
   /// Parses and validates every variable; errors name the variable and the bad value.
   static absl::StatusOr<Config> from_env(const EnvLookup& lookup = read_env);

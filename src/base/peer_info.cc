@@ -13,7 +13,8 @@ namespace weft {
 namespace {
 
 // Blob layout: u32 rank, i32 pid, then length-prefixed (u32) strings: host id, number of
-// addresses (u32), and per address its transport name and value.
+// addresses (u32), and per address its transport name and value; the GPU's bus id, the
+// number of rail ports (u32) and each port.
 constexpr uint32_t kMaxString = 1 << 16;
 constexpr uint32_t kMaxAddresses = 64;
 
@@ -66,6 +67,9 @@ std::string PeerInfo::encode() const {
     put_str(out, name);
     put_str(out, value);
   }
+  put_str(out, gpu_bus_id);
+  put_u32(out, static_cast<uint32_t>(rail_ports.size()));
+  for (const std::string& port : rail_ports) put_str(out, port);
   return out;
 }
 
@@ -80,6 +84,9 @@ absl::StatusOr<PeerInfo> PeerInfo::decode(std::string_view blob) {
     ok = r.str(name) && r.str(value);
     p.addresses.emplace_back(std::move(name), std::move(value));
   }
+  uint32_t ports = 0;
+  ok = ok && r.str(p.gpu_bus_id) && r.u32(ports) && ports <= kMaxAddresses;
+  for (uint32_t i = 0; ok && i < ports; ++i) ok = r.str(p.rail_ports.emplace_back());
   if (!ok || !r.in.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("malformed peer info (", blob.size(), " bytes); is every rank running the "

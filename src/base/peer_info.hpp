@@ -19,6 +19,12 @@ struct PeerInfo {
   std::string host_id;
   /// (transport name, address) for every transport this rank listens on.
   std::vector<std::pair<std::string, std::string>> addresses;
+  /// The PCI bus id of the GPU this rank uses ("0000:18:00.0"; empty: none), so that peers
+  /// map an NVLink's far end, which NVML names by bus id, to a rank.
+  std::string gpu_bus_id;
+  /// The InfiniBand port ("mlx5_0/1"; empty: none) that carries each of this rank's tcp
+  /// rails, in rail order, so that peers map a port's counters to the links over it.
+  std::vector<std::string> rail_ports;
 
   /// The address published for `transport`, or empty.
   std::string address_of(std::string_view transport) const;

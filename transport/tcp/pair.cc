@@ -14,6 +14,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "transport/tcp/rails.hpp"
+#include "transport/tcp/tcp_info.hpp"
 
 namespace weft::transport::tcp {
 namespace {
@@ -85,6 +87,17 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
     // Collectives send small latency-bound messages; Nagle would hold them back.
     const int one = 1;
     setsockopt(fds_[r], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    SockAddr local;
+    socklen_t len = sizeof local.storage;
+    if (getsockname(fds_[r], reinterpret_cast<sockaddr*>(&local.storage), &len) == 0) {
+      local.len = len;
+      if (auto ifname = interface_holding(local); ifname.ok()) rail_ifnames_[r] = *ifname;
+    }
+    // Rails are distinct interfaces; sockets that share one (a test's, over loopback) still
+    // need names of their own, as the health monitor tells paths apart by name.
+    for (size_t q = 0; q < r; ++q) {
+      if (rail_ifnames_[q] == rail_ifnames_[r]) absl::StrAppend(&rail_ifnames_[r], "#", r);
+    }
   }
 }
 
@@ -227,6 +240,21 @@ PairStats TcpPair::stats() const {
   s.bytes_received = bytes_received_.get();
   s.errors = errors_.get();
   return s;
+}
+
+void TcpPair::read_path_counters(PathCounterSink sink) const {
+  for (size_t r = 0; r < rails_; ++r) {
+    SocketPathInfo info;
+    if (!read_socket_path_info(fds_[r], &info)) continue;
+    const std::string_view path = rail_ifnames_[r];
+    sink(path, "tcp_retransmits", static_cast<double>(info.retransmits), true);
+    sink(path, "tcp_bytes_retransmitted", static_cast<double>(info.bytes_retrans), true);
+    sink(path, "tcp_bytes_sent", static_cast<double>(info.bytes_sent), true);
+    sink(path, "tcp_bytes_acked", static_cast<double>(info.bytes_acked), true);
+    sink(path, "tcp_lost", static_cast<double>(info.lost), false);
+    sink(path, "tcp_rtt_us", static_cast<double>(info.rtt_us), false);
+    sink(path, "tcp_rttvar_us", static_cast<double>(info.rttvar_us), false);
+  }
 }
 
 RailStats TcpPair::rail_stats(size_t rail) const {

@@ -72,6 +72,8 @@ class TcpPair : public Pair {
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
   PairStats stats() const override;
+  /// TCP_INFO of every rail's socket (tcp_info.hpp), each named by its local interface.
+  void read_path_counters(PathCounterSink sink) const override;
 
   /// How many sockets (rails) the link stripes over.
   size_t rails() const { return rails_; }
@@ -119,6 +121,8 @@ class TcpPair : public Pair {
   LinkCounter bytes_received_;
   LinkCounter errors_;
   std::array<RailCounters, kMaxRails> rail_counters_;  ///< striped links only
+  // The local interface each socket leaves from (empty: none found), for the health monitor.
+  std::array<std::string, kMaxRails> rail_ifnames_;
 };
 
 }  // namespace weft::transport::tcp
