@@ -160,6 +160,26 @@ weftResult_t init(weftComm_t* out, const char* what, Create&& create) {
   });
 }
 
+void copy_text(char* dst, size_t capacity, const std::string& src) {
+  const size_t n = std::min(src.size(), capacity - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+void to_c(const weft::HealthScope& scope, weft::HealthState state, const std::string& reason,
+          weftLinkHealth_t* out) {
+  std::memset(out, 0, sizeof *out);
+  copy_text(out->kind, sizeof out->kind, scope.kind);
+  copy_text(out->name, sizeof out->name, scope.name);
+  out->peer = scope.peer;
+  out->rail = scope.rail;
+  out->gpu = scope.gpu;
+  out->link = scope.link;
+  copy_text(out->device, sizeof out->device, scope.device);
+  out->state = static_cast<weftHealthState_t>(static_cast<int>(state));
+  copy_text(out->reason, sizeof out->reason, reason);
+}
+
 }  // namespace
 
 extern "C" {
@@ -213,6 +233,46 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
   if (asyncError == nullptr) return null_arg(comm, "weftCommGetAsyncError", "asyncError");
   const absl::Status s = comm->comm->async_error();
   *asyncError = s.ok() ? weftSuccess : finish(comm, s);
+  return weftSuccess;
+}
+
+weftResult_t weftCommHealth(weftComm_t comm, weftLinkHealth_t* health, int capacity, int* count) {
+  if (!is_live(comm)) return bad_handle(comm, "weftCommHealth");
+  if (count == nullptr) return null_arg(comm, "weftCommHealth", "count");
+  if (capacity > 0 && health == nullptr) return null_arg(comm, "weftCommHealth", "health");
+  const std::vector<weft::LinkHealth> all = comm->comm->health();
+  *count = static_cast<int>(all.size());
+  for (int i = 0; i < capacity && i < *count; ++i) {
+    to_c(all[i].scope, all[i].state, all[i].reason, &health[i]);
+    const auto& counters = all[i].counters;
+    health[i].counterCount = static_cast<int>(std::min<size_t>(counters.size(), WEFT_HEALTH_MAX_COUNTERS));
+    for (int c = 0; c < health[i].counterCount; ++c) {
+      copy_text(health[i].counters[c].name, sizeof health[i].counters[c].name, counters[c].name);
+      health[i].counters[c].value = counters[c].value;
+      health[i].counters[c].rate = counters[c].rate;
+    }
+  }
+  return weftSuccess;
+}
+
+weftResult_t weftCommHealthPoll(weftComm_t comm, weftHealthChange_t* change, int* got) {
+  if (!is_live(comm)) return bad_handle(comm, "weftCommHealthPoll");
+  if (change == nullptr) return null_arg(comm, "weftCommHealthPoll", "change");
+  if (got == nullptr) return null_arg(comm, "weftCommHealthPoll", "got");
+  *got = 0;
+  const auto c = comm->comm->next_health_change();
+  if (!c) return weftSuccess;
+  std::memset(change, 0, sizeof *change);
+  change->time = absl::ToDoubleSeconds(c->time - absl::UnixEpoch());
+  to_c(c->scope, c->to, c->reason, &change->scope);
+  change->from = static_cast<weftHealthState_t>(static_cast<int>(c->from));
+  change->to = static_cast<weftHealthState_t>(static_cast<int>(c->to));
+  copy_text(change->counter, sizeof change->counter, c->counter);
+  change->value = c->value;
+  change->measured = c->measured;
+  change->threshold = c->threshold;
+  change->windowSeconds = absl::ToDoubleSeconds(c->window);
+  *got = 1;
   return weftSuccess;
 }
 

@@ -15,6 +15,7 @@
 #include "src/launch_env.hpp"
 #include "src/router.hpp"
 #include "src/shrink.hpp"
+#include "transport/tcp/rails.hpp"
 
 namespace weft::detail {
 namespace {
@@ -75,6 +76,12 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   self.rank = rank;
   self.pid = getpid();
   self.host_id = local_host_id();
+  if (comm->config_.health) {
+    auto watch = comm->open_watch(init.socket_ifname);
+    if (!watch.ok()) return watch.status();
+    comm->watch_ = *std::move(watch);
+    comm->watch_->describe_self(self);
+  }
   for (const char* name : {"shm", "tcp"}) {
     auto t = transport::make_transport(name, init);
     if (!t.ok()) return t.status();
@@ -117,6 +124,15 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   });
   Backoff::set_oversubscribed(on_this_machine > (cores > 0 ? cores : 1));
   comm->links_.resize(size);
+  comm->failed_connects_.reset(new transport::LinkCounter[size]);
+  if (comm->watch_) {
+    Waiter::set_stall_after(comm->config_.timeout * comm->config_.health_stall_fraction);
+    Comm* c = comm.get();
+    auto walk = [c](absl::FunctionRef<void(const health::LinkView&)> visit) {
+      c->walk_links(visit);
+    };
+    if (absl::Status s = comm->watch_->start(*peers, walk); !s.ok()) return s;
+  }
 
   // The relay is allocated and touched once here, never on the data path.
   comm->relay_bytes_ = comm->config_.relay_bytes - comm->config_.relay_bytes % 8;
@@ -138,7 +154,10 @@ absl::StatusOr<transport::Pair*> Comm::link(int peer, Deadline deadline) {
   }
   if (links_[peer] == nullptr) {
     auto pair = topology_.transport_to(peer)->connect(topology_.peers()[peer], deadline);
-    if (!pair.ok()) return pair.status();
+    if (!pair.ok()) {
+      failed_connects_[peer].add(1);
+      return pair.status();
+    }
     MutexLock lock(&links_mu_);
     links_[peer] = *std::move(pair);
   }
@@ -155,6 +174,28 @@ std::vector<LinkStats> Comm::link_stats() const {
                    s.bytes_received, s.errors});
   }
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<health::Watch>> Comm::open_watch(
+    const std::string& socket_ifname) const {
+  // The rails by interface name, so the monitor numbers a tcp rail and the InfiniBand port
+  // under it alike; a bad WEFT_SOCKET_IFNAME is the tcp transport's error to report.
+  std::vector<std::string> rail_ifnames;
+  if (auto rails = transport::tcp::choose_rails(socket_ifname); rails.ok()) {
+    for (const auto& r : *rails) rail_ifnames.push_back(r.ifname);
+  }
+  const auto launch = read_launch_info();
+  return health::Watch::open(config_, rank_, launch.ok() ? launch->local_rank : 0,
+                             std::move(rail_ifnames));
+}
+
+void Comm::walk_links(absl::FunctionRef<void(const health::LinkView&)> visit) const {
+  MutexLock lock(&links_mu_);
+  for (int peer = 0; peer < size_; ++peer) {
+    const uint64_t failed = failed_connects_[peer].get();
+    if (links_[peer] == nullptr && failed == 0) continue;
+    visit({peer, topology_.transport_to(peer)->name(), links_[peer].get(), failed});
+  }
 }
 
 absl::Status Comm::validate(const CollectiveArgs& args) const {

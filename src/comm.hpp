@@ -13,6 +13,8 @@
 #include "src/base/env.hpp"
 #include "src/base/job_secret.hpp"
 #include "src/base/mutex.hpp"
+#include "src/health/monitor.hpp"
+#include "src/health/watch.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 
@@ -51,6 +53,8 @@ class Comm : public LinkProvider {
   /// Thread-safe. OK while the communicator works; the error that broke it otherwise.
   absl::Status async_error() const;
   std::vector<LinkStats> link_stats() const;
+  /// The health monitor (src/health/), or null with WEFT_HEALTH=off. Thread-safe.
+  health::Monitor* health() const { return watch_ ? watch_->monitor() : nullptr; }
 
   /// Agrees with the ranks still alive on who they are and builds their communicator
   /// (src/shrink.hpp); `dropped` gets the ranks left out. This communicator is unusable
@@ -60,6 +64,10 @@ class Comm : public LinkProvider {
  private:
   Comm(int rank, int size, Config config);
   absl::Status validate(const CollectiveArgs& args) const;
+  /// The health watch's device sources, before the bootstrap (src/health/watch.hpp).
+  absl::StatusOr<std::unique_ptr<health::Watch>> open_watch(const std::string& socket_ifname) const;
+  /// Visits every peer with an open link or a failed connect, under links_mu_.
+  void walk_links(absl::FunctionRef<void(const health::LinkView&)> visit) const;
   /// run() once the algorithm is chosen; `index`: its place in all_algorithms().
   absl::Status run_with(const Algorithm& chosen, uint8_t index, CollectiveArgs& args,
                         const CallOptions& options);
@@ -97,6 +105,8 @@ class Comm : public LinkProvider {
   // collective's own reads on the data path need no lock.
   mutable Mutex links_mu_;
   std::vector<std::unique_ptr<transport::Pair>> links_;
+  // Connects to each peer that failed, by peer rank (the health monitor reads them).
+  std::unique_ptr<transport::LinkCounter[]> failed_connects_;
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
   std::unique_ptr<std::byte[]> stream_block_;  // kStreamBlockBytes, for AlgoContext
@@ -105,6 +115,8 @@ class Comm : public LinkProvider {
   std::atomic<bool> failed_{false};   // failure_ is set: read on every call, without the lock
   std::atomic<bool> aborted_{false};
   uint32_t calls_ = 0;  // collectives started: the call check's sequence number
+  // Declared last, so destroyed first: its monitor thread walks links_ under links_mu_.
+  std::unique_ptr<health::Watch> watch_;
 };
 
 }  // namespace weft::detail

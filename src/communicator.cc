@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/bootstrap.hpp"
 #include "src/comm.hpp"
+#include "src/health_api.hpp"
 #include "src/base/env.hpp"
 #include "src/launch_env.hpp"
 #include "src/unique_id.hpp"
@@ -147,6 +148,12 @@ absl::Status Communicator::barrier(const BarrierOptions& options) {
 }
 
 std::vector<LinkStats> Communicator::link_stats() const { return impl_->link_stats(); }
+
+std::vector<LinkHealth> Communicator::health() const { return detail::health_of(impl_->health()); }
+
+std::optional<HealthChange> Communicator::next_health_change() {
+  return detail::next_change_of(impl_->health());
+}
 
 void Communicator::abort() { impl_->abort(); }
 

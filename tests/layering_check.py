@@ -5,7 +5,8 @@ Usage: layering_check.py SOURCE_ROOT
 
 src/base/ (the ground floor) includes nothing of weft's but itself and the public headers;
 transport/ adds itself; collectives/ adds itself and the transport interface
-(transport/transport.hpp), never a transport's own files. The roof (src/, tools/) may include
+(transport/transport.hpp), never a transport's own files; src/health/ (the monitor) the same,
+with itself instead of collectives/. The roof (src/, tools/) may include
 any floor. A quoted include that breaks this is printed with its file and line. Exits 0 when
 every include keeps to its floor, 1 otherwise.
 """
@@ -19,6 +20,7 @@ ALLOWED = {
     "src/base": ("src/base/", "weft/", "absl/"),
     "transport": ("src/base/", "transport/", "weft/", "absl/"),
     "collectives": ("src/base/", "transport/transport.hpp", "collectives/", "weft/", "absl/"),
+    "src/health": ("src/base/", "transport/transport.hpp", "src/health/", "weft/", "absl/"),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

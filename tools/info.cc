@@ -6,6 +6,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/reduce.hpp"
 #include "src/base/env.hpp"
+#include "src/health/policy.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/rails.hpp"
 #include "tools/commands.hpp"
@@ -37,6 +38,31 @@ void print_listening() {
   }
 }
 
+// The health policy in force with this environment: every rule, its thresholds and where
+// they come from (src/health/policy.cc), or why the settings are refused.
+void print_health_policy() {
+  std::printf("\nhealth policy");
+  const auto config = Config::from_env();
+  if (!config.ok()) {
+    std::printf(": not in force, a setting is refused: %s\n",
+                std::string(config.status().message()).c_str());
+    return;
+  }
+  if (!config->health) {
+    std::printf(": off (WEFT_HEALTH=off)\n");
+    return;
+  }
+  const auto policy = health::Policy::from_config(*config);
+  if (!policy.ok()) {
+    std::printf(": not in force: %s\n", std::string(policy.status().message()).c_str());
+    return;
+  }
+  std::printf(" (counter, measure, SUSPECT, FAILING, window, anchor), read every %g ms: ",
+              absl::ToDoubleMilliseconds(config->health_interval));
+  const std::vector<std::string> lines = policy->describe();
+  for (size_t i = 0; i < lines.size(); ++i) std::printf("%s%s\n", i ? "  " : "", lines[i].c_str());
+}
+
 }  // namespace
 
 int info_command(int argc, char** argv) {
@@ -59,6 +85,7 @@ int info_command(int argc, char** argv) {
   for (const Algorithm& a : all_algorithms()) {
     std::printf("  %-15s %-19s %s\n", name_of(a.kind), a.name, a.description);
   }
+  print_health_policy();
   std::printf("\nenvironment:\n");
   std::printf("  %-25s %-10s %-12s %s\n", "variable", "default", "current", "meaning");
   for (const EnvVar* v : all_env_vars()) {

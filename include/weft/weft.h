@@ -111,6 +111,53 @@ weftResult_t weftCommDestroy(weftComm_t comm);
  *  any) returns within a wait step, and every later call fails. Destroy the comm after. */
 weftResult_t weftCommAbort(weftComm_t comm);
 
+/** Link health (docs/HEALTH.md): the state of a link, rail, GPU, NVLink or InfiniBand port. */
+typedef enum {
+  weftHealthy = 0,
+  weftSuspect = 1, /**< a counter passed its SUSPECT threshold: the link works, but wears */
+  weftFailing = 2, /**< a counter passed its FAILING threshold: expect errors or slowness */
+} weftHealthState_t;
+
+#define WEFT_HEALTH_MAX_COUNTERS 16
+
+/** One scope the health monitor watches, with its state and (up to 16 of) its counters.
+ *  Strings are NUL-terminated and cut to fit. */
+typedef struct {
+  char kind[16];    /**< "link", "rail", "gpu", "nvlink", "ib_port" */
+  char name[96];    /**< "rail 1 (weft-r1) to rank 3" */
+  int peer;         /**< link, rail: the rank at the other end; nvlink: the rank it reaches */
+  int rail;         /**< rail: its number; ib_port: the rail it carries; else -1 */
+  int gpu;          /**< gpu, nvlink: the GPU's NVML index; else -1 */
+  int link;         /**< nvlink: its number; ib_port: the port number; else -1 */
+  char device[64];  /**< rail: interface; gpu: PCI bus id; nvlink: far end's; ib_port: HCA */
+  weftHealthState_t state;
+  char reason[160]; /**< why it is not healthy: counter, measure, threshold, window */
+  int counterCount;
+  struct {
+    char name[48];
+    double value; /**< as last read */
+    double rate;  /**< per second over the policy's window (cumulative counters) */
+  } counters[WEFT_HEALTH_MAX_COUNTERS];
+} weftLinkHealth_t;
+
+/** Thread-safe snapshot of every scope's health: fills up to `capacity` entries of `health`
+ *  (NULL with capacity 0 to ask for the count) and sets *count to how many scopes there are.
+ *  *count is 0 with WEFT_HEALTH=off. */
+weftResult_t weftCommHealth(weftComm_t comm, weftLinkHealth_t* health, int capacity, int* count);
+
+/** One state change, as the JSON log line has it. */
+typedef struct {
+  double time;               /**< seconds since the Unix epoch */
+  weftLinkHealth_t scope;    /**< the scope, its new state and reason (counters left empty) */
+  weftHealthState_t from;
+  weftHealthState_t to;
+  char counter[48];          /**< the counter whose rule decided */
+  double value, measured, threshold, windowSeconds;
+} weftHealthChange_t;
+
+/** Thread-safe poll: *got is 1 and *change the oldest change not yet taken, or *got is 0. */
+weftResult_t weftCommHealthPoll(weftComm_t comm, weftHealthChange_t* change, int* got);
+
 /** Like ncclCommGetAsyncError: callable from any thread; *asyncError is weftSuccess while the
  *  comm works, else the error that broke it (its message: weftGetLastError(comm)). */
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);

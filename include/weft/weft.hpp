@@ -12,12 +12,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "weft/health.hpp"
 #include "weft/types.hpp"
 
 namespace weft {
@@ -110,6 +112,14 @@ class Communicator {
 
   /// Counters of every link this rank has opened.
   std::vector<LinkStats> link_stats() const;
+
+  /// Thread-safe. The state of every link, rail, GPU, NVLink and InfiniBand port this rank
+  /// watches, as the health monitor last judged it, with its counters (weft/health.hpp).
+  /// Empty with WEFT_HEALTH=off. Link and rail scopes appear once the link is first used.
+  std::vector<LinkHealth> health() const;
+  /// Thread-safe. The oldest state change not yet taken, if any: poll it from any thread.
+  /// The monitor keeps the latest 1024 changes; older ones are dropped when nobody polls.
+  std::optional<HealthChange> next_health_change();
 
   /// Callable from any thread, like ncclCommAbort: the collective in progress on this rank
   /// (if any) returns Aborted within a wait step instead of at its deadline, and every

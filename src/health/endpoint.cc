@@ -1,0 +1,46 @@
+#include "src/health/endpoint.hpp"
+
+#include <httplib.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "src/health/json.hpp"
+#include "src/health/prometheus.hpp"
+
+namespace weft::health {
+
+absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor, int port) {
+  std::unique_ptr<Endpoint> e(new Endpoint());
+  e->server_ = std::make_unique<httplib::Server>();
+  httplib::Server& server = *e->server_;
+  server.Get("/health", [&monitor](const httplib::Request&, httplib::Response& res) {
+    res.set_content(health_json(monitor.rank(), monitor.snapshot(), absl::Now()) + "\n",
+                    "application/json");
+  });
+  server.Get("/metrics", [&monitor](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus_text(monitor.rank(), monitor.snapshot()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server.Get("/", [port](const httplib::Request&, httplib::Response& res) {
+    res.set_content("weft health endpoint: GET /health (JSON), GET /metrics (Prometheus)\n",
+                    "text/plain");
+  });
+  if (!server.bind_to_port("127.0.0.1", port)) {
+    return absl::UnavailableError(absl::StrCat(
+        "WEFT_HEALTH_ENDPOINT: cannot listen on 127.0.0.1:", port,
+        " (in use?); pick another base port: each rank takes the base plus its local rank"));
+  }
+  e->port_ = port;
+  e->thread_ = std::thread([&server] { server.listen_after_bind(); });
+  // stop() does nothing until the server runs, so the destructor could otherwise join a
+  // thread that goes on listening: wait (bounded) until it does.
+  for (int i = 0; i < 2000 && !server.is_running(); ++i) absl::SleepFor(absl::Milliseconds(1));
+  return e;
+}
+
+Endpoint::~Endpoint() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace weft::health

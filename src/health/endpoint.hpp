@@ -1,0 +1,36 @@
+// A rank's health over HTTP on 127.0.0.1 (WEFT_HEALTH_ENDPOINT): GET /health is the
+// snapshot as JSON (json.hpp), GET /metrics the Prometheus text (prometheus.hpp). Served
+// by cpp-httplib on a thread of its own; loopback only, since the states name the job's
+// hosts and links and nothing here authenticates the reader.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "src/health/monitor.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace weft::health {
+
+class Endpoint {
+ public:
+  /// Listens on 127.0.0.1:`port` and serves `monitor` (which must outlive it).
+  static absl::StatusOr<std::unique_ptr<Endpoint>> start(const Monitor& monitor, int port);
+  ~Endpoint();
+
+  int port() const { return port_; }
+
+ private:
+  Endpoint() = default;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace weft::health

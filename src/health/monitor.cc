@@ -1,0 +1,83 @@
+#include "src/health/monitor.hpp"
+
+#include <utility>
+
+namespace weft::health {
+
+Monitor::Monitor(Options options, std::vector<std::unique_ptr<Source>> sources)
+    : options_(std::move(options)), sources_(std::move(sources)) {
+  for (const auto& s : sources_) source_names_.emplace_back(s->name());
+}
+
+Monitor::~Monitor() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Monitor::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void Monitor::run() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_) {
+    mu_.Unlock();
+    // Wall-clock time for the states and the log (people compare it across hosts); the
+    // pause between readings is on the lock's own clock.
+    sample_now(absl::Now());
+    mu_.Lock();
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), options_.interval);
+  }
+}
+
+void Monitor::sample_now(absl::Time now) {
+  absl::MutexLock sampling(&sample_mu_);
+  scratch_.clear();
+  for (auto& source : sources_) source->sample(now, scratch_);
+  std::vector<Change> changes;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Sample& sample : scratch_) {
+      auto [it, added] = judge_of_.try_emplace(sample.scope, judges_.size());
+      if (added) judges_.emplace_back(sample.scope);
+      if (auto change = judges_[it->second].observe(sample, options_.policy)) {
+        changes.push_back(*change);
+        changes_.push_back(*std::move(change));
+        if (changes_.size() > kMaxQueuedChanges) changes_.pop_front(), ++dropped_;
+      }
+    }
+  }
+  if (options_.on_change) {
+    for (const Change& c : changes) options_.on_change(c);
+  }
+}
+
+std::vector<ScopeHealth> Monitor::snapshot() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ScopeHealth> out;
+  out.reserve(judges_.size());
+  for (const ScopeJudge& j : judges_) {
+    out.push_back({j.scope(), j.state(), j.since(), j.reason(), j.readings()});
+  }
+  return out;
+}
+
+std::optional<Change> Monitor::next_change() {
+  absl::MutexLock lock(&mu_);
+  if (changes_.empty()) return std::nullopt;
+  Change c = std::move(changes_.front());
+  changes_.pop_front();
+  return c;
+}
+
+uint64_t Monitor::dropped_changes() const {
+  absl::MutexLock lock(&mu_);
+  return dropped_;
+}
+
+std::vector<std::string> Monitor::source_names() const { return source_names_; }
+
+}  // namespace weft::health
