@@ -7,6 +7,8 @@ Layout for `up N --rails R` (names in names.py):
   namespace weft-<c>-hI     weft-mgmt 198.19.255.(I+1), weft-rK 198.18.K.(I+1)/24,
                             iptables chain WEFT-FAULTS (jumped to from INPUT)
   /etc/netns/weft-<c>-*/hosts   names for `ip netns exec` (h1, h1-r1, h1-mgmt, head)
+  <state>/fake/hI/          host I's fake GPUs (nvml.json) and InfiniBand ports (sys/),
+                            one mlx5_K per rail K (devices.py)
 
 Both ends of every veth are created inside the namespaces, so the root namespace never
 holds one; deleting the namespaces deletes every link, qdisc and rule with them."""
@@ -15,6 +17,7 @@ import os
 import shutil
 import time
 
+from . import devices
 from . import launch
 from . import names as nm
 from . import net
@@ -50,30 +53,35 @@ def check_rail(info, rail):
 
 # --- up -----------------------------------------------------------------------------------
 
-def up(names, state, hosts, rails, slots, replace=False):
+def up(names, state, hosts, rails, slots, replace=False, gpus=2):
     net.require_tools("ip", "tc", "iptables", "unshare")
-    if not 1 <= hosts <= nm.MAX_HOSTS or not 1 <= rails <= nm.MAX_RAILS or slots < 1:
-        raise ClusterError(f"up: 1..{nm.MAX_HOSTS} hosts, 1..{nm.MAX_RAILS} rails, slots >= 1")
+    if (not 1 <= hosts <= nm.MAX_HOSTS or not 1 <= rails <= nm.MAX_RAILS or slots < 1
+            or not 0 <= gpus <= devices.MAX_GPUS):
+        raise ClusterError(f"up: 1..{nm.MAX_HOSTS} hosts, 1..{nm.MAX_RAILS} rails, slots >= 1, "
+                           f"0..{devices.MAX_GPUS} GPUs")
     with state.lock():
         info = state.info()
         if info and info.get("complete") and not replace:
-            if (info["hosts"], info["rails"], info["slots"]) == (hosts, rails, slots):
+            shape = (info["hosts"], info["rails"], info["slots"], info.get("gpus"))
+            if shape == (hosts, rails, slots, gpus):
                 print(f"vcluster: cluster {names.cluster} is already up with {hosts} hosts")
                 return
+            fake = (f"{info['gpus']} GPUs" if devices.has_devices(info)
+                    else "no fake devices")
             raise ClusterError(f"cluster {names.cluster} is up with {info['hosts']} hosts, "
-                               f"{info['rails']} rails and {info['slots']} slots: run down "
-                               "first, or up --replace")
+                               f"{info['rails']} rails, {info['slots']} slots and {fake}: "
+                               "run down first, or up --replace")
         if info or _leftovers(names):
             _down_locked(names, state, quiet=True)   # an interrupted up, or --replace
         info = {"cluster": names.cluster, "hosts": hosts, "rails": rails, "slots": slots,
-                "complete": False, "made": [], "shapes": {}}
+                "gpus": gpus, "complete": False, "made": [], "shapes": {}}
         state.write("cluster.json", info)
         _make(names, state, info)
         info["complete"] = True
         info["up_since"] = time.strftime("%Y-%m-%d %H:%M:%S")
         state.write("cluster.json", info)
     print(f"vcluster: cluster {names.cluster} up: {hosts} hosts x {rails} rail(s), "
-          f"{slots} slot(s) each; state in {state.dir}")
+          f"{slots} slot(s), {gpus} fake GPU(s) each; state in {state.dir}")
 
 
 def _make(names, state, info):
@@ -105,8 +113,9 @@ def _make(names, state, info):
         net.iptables(ns, "-N", nm.FAULT_CHAIN)
         net.iptables(ns, "-I", "INPUT", "-j", nm.FAULT_CHAIN)
     state.write_text("hostfile", launch.hostfile_text(hosts, info["slots"]))
-    state.write_text("agent", launch.agent_text(names, hosts), mode=0o755)
+    state.write_text("agent", launch.agent_text(names, state, hosts), mode=0o755)
     state.write_text("rails.env", launch.rails_env_text(rails))
+    devices.make(state, info)
     _wait_carrier(names, info)
 
 
@@ -142,7 +151,8 @@ def down(names, state):
 def _down_locked(names, state, quiet):
     """Undoes everything, whatever `up` got to: faults (daemons stopped, ranks resumed),
     processes left in the hosts, namespaces (with their links, qdiscs and rules), the
-    /etc/netns files and the state directory. Safe to repeat."""
+    /etc/netns files, the fake devices and the state directory. Safe to repeat, and works
+    on clusters made before fake devices existed (nothing of kind "fake" recorded)."""
     from . import faults   # faults needs this module; import here to avoid a cycle
     info = state.info() or {}
     faults.clear_all_locked(state)
@@ -160,6 +170,9 @@ def _down_locked(names, state, quiet):
             shutil.rmtree(d, ignore_errors=True)
     if "/etc/netns" in dirs:   # only if up made it, and only once no other cluster uses it
         _rmdir_if_empty("/etc/netns")
+    for e in made:
+        if e["kind"] == "fake":
+            devices.remove(state, e["name"])
     state.remove()
     if not quiet:
         left = _leftovers(names)

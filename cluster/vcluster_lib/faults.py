@@ -3,17 +3,26 @@ undone by `scripts/inject clear`.
 
 Packet faults are iptables rules in the receiving host's WEFT-FAULTS chain (INPUT), tagged
 with the fault's id, one set per direction, so only that pair of hosts sees them. Rate
-faults are tbf qdiscs (cluster.apply_rate). Faults that last in time (flap, stop) run a
-bounded background process recorded by (pid, start time) so clear and down can stop it.
+faults are tbf qdiscs (cluster.apply_rate). Faults that last in time (flap, stop, and the
+counter storms) run a bounded background process recorded by (pid, start time) so clear
+and down can stop it.
+
+Counter storms drive a host's fake devices (devices.py): ecc-storm (volatile ECC errors of
+one GPU), nvlink-storm (one NVLink counter of one GPU), ib-errors (one counter of port 1 of
+mlx5_K, rail K) add R per second for S seconds, writing what is due every TICK seconds; xid
+appends XID events at once (recorded, no process). Counters are cumulative, as on real
+hardware: clear stops a storm and leaves the counters where they are.
 
 A fault is recorded before it is applied, so clear finds even a half-applied one.
-To add a fault kind (the counter storms: ECC, NVLink CRC/replay, InfiniBand symbol errors),
-write its apply function, add a row to KINDS, and give _undo a branch for its kind."""
+To add a fault kind, write its apply function, add a row to KINDS, and give _undo a branch
+for its kind if stopping its background process (pid) is not all there is to undo."""
 
+import math
 import signal
 import time
 
 from . import cluster as cl
+from . import devices
 from . import names as nm
 from . import net
 from . import procs
@@ -207,6 +216,158 @@ def _rank_processes(ctx, rank, job):
     return found
 
 
+# --- counter storms on the fake devices ---------------------------------------------------
+
+TICK = 0.2                 # seconds between a storm's writes
+MAX_STORM_SECONDS = 3600
+MAX_RATE = 1e9             # per second
+COUNTER_KINDS = ("ecc-storm", "nvlink-storm", "ib-errors", "xid")
+
+
+def _fake(ctx, host):
+    cl.check_host(ctx.info, host)
+    if not devices.has_devices(ctx.info):
+        raise cl.ClusterError(f"cluster {ctx.names.cluster} was made without fake devices: "
+                              "bring it up again (vcluster up N --replace ...)")
+
+
+def _check_gpu(ctx, host, gpu):
+    _fake(ctx, host)
+    n = devices.gpus(ctx.info)
+    if n == 0:
+        raise cl.ClusterError(f"{host} has no fake GPUs (the cluster was brought up with "
+                              "--gpus 0)")
+    if not 0 <= gpu < n:
+        raise cl.ClusterError(f"no GPU {gpu} on {host}: it has GPUs 0..{n - 1}")
+
+
+def _check_link(ctx, host, gpu, link):
+    n = devices.gpus(ctx.info)
+    if n < 2:
+        raise cl.ClusterError(f"GPU {gpu} of {host} has no NVLinks (one GPU per host)")
+    if not 0 <= link < n - 1:
+        peers = ", ".join(f"{j}->GPU {p}" for j, p in enumerate(x for x in range(n) if x != gpu))
+        raise cl.ClusterError(f"no NVLink {link} on GPU {gpu} of {host}: it has links "
+                              f"0..{n - 2} ({peers})")
+
+
+def _check_storm(kind, rate, seconds):
+    if not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
+        raise cl.ClusterError(f"{kind}: --rate {rate:g} must lie in (0, {MAX_RATE:g}] per second")
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_STORM_SECONDS):
+        raise cl.ClusterError(f"{kind}: --duration {seconds:g} must lie in "
+                              f"(0, {MAX_STORM_SECONDS}] seconds")
+
+
+def _storm(ctx, fault, add):
+    """Starts the bounded background process that calls add(n) with the n events due so
+    far every TICK seconds, and records the fault (its id replaces any earlier storm with
+    the same id; the counters keep what that one added)."""
+    rate, seconds = fault["rate"], fault["duration"]
+    _replace_existing(ctx, fault["id"])
+    work = _stormer(ctx, fault["id"], rate, seconds, add)
+    pid, started = procs.spawn_daemon(work, ctx.state.path("daemons.log"))
+    fault.update({"pid": pid, "pid_start": started, "until": time.strftime(
+        "%H:%M:%S", time.localtime(time.time() + seconds))})
+    _record(ctx, fault)
+
+
+def _stormer(ctx, fid, rate, seconds, add):
+    def work():
+        if _run_bounded(lambda: _storm_loop(rate, seconds, add)):
+            _forget(ctx, fid)
+    return work
+
+
+def _storm_loop(rate, seconds, add):
+    start = time.monotonic()
+    end = start + seconds
+    done = 0
+    while True:
+        now = min(time.monotonic(), end)
+        due = int(rate * (now - start) + 1e-9) - done
+        if due > 0:
+            _uninterrupted(add, due)
+            done += due
+        if now >= end:
+            return
+        time.sleep(min(TICK, end - now))
+
+
+def _uninterrupted(fn, *args):
+    """Runs fn with SIGTERM held back, so clear never stops a storm halfway through a write
+    (a SIGTERM that arrives meanwhile is delivered when fn returns)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+    try:
+        fn(*args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+
+
+def ecc_storm(ctx, args):
+    h, g = args.host, args.gpu
+    _check_gpu(ctx, h, g)
+    _check_storm("ecc-storm", args.rate, args.duration)
+    which = "uncorrected" if args.uncorrected else "corrected"
+    fid = f"ecc-{h}-g{g}" + ("-unc" if args.uncorrected else "")
+    state = ctx.state
+    _storm(ctx, {"id": fid, "kind": "ecc-storm", "hosts": [h], "gpu": g, "counter": which,
+                 "rate": args.rate, "duration": args.duration,
+                 "file": devices.nvml_path(state, h),
+                 "desc": f"+{args.rate:g}/s {which} ECC errors on {h} GPU {g} "
+                         f"({devices.bus_id(g)}) for {args.duration:g}s"},
+           lambda n: devices.add_ecc(state, h, g, n, args.uncorrected))
+
+
+def nvlink_storm(ctx, args):
+    h, g, link, c = args.host, args.gpu, args.link, args.counter
+    _check_gpu(ctx, h, g)
+    _check_link(ctx, h, g, link)
+    _check_storm("nvlink-storm", args.rate, args.duration)
+    remote = [x for x in range(devices.gpus(ctx.info)) if x != g][link]
+    state = ctx.state
+    _storm(ctx, {"id": f"nvlink-{h}-g{g}-l{link}-{c}", "kind": "nvlink-storm", "hosts": [h],
+                 "gpu": g, "link": link, "counter": c, "rate": args.rate,
+                 "duration": args.duration, "file": devices.nvml_path(state, h),
+                 "desc": f"+{args.rate:g}/s NVLink {c} on {h} GPU {g} link {link} (to GPU "
+                         f"{remote}) for {args.duration:g}s"},
+           lambda n: devices.add_nvlink(state, h, g, link, c, n))
+
+
+def ib_errors(ctx, args):
+    h, k, c = args.host, args.rail, args.counter
+    _fake(ctx, h)
+    cl.check_rail(ctx.info, k)
+    _check_storm("ib-errors", args.rate, args.duration)
+    state = ctx.state
+    dev = devices.ib_device(k)
+    _storm(ctx, {"id": f"ib-{h}-r{k}-{c}", "kind": "ib-errors", "hosts": [h], "rail": k,
+                 "counter": c, "rate": args.rate, "duration": args.duration,
+                 "file": devices.counter_path(state, h, k, c),
+                 "desc": f"+{args.rate:g}/s {c} on {h} {dev} port {devices.IB_PORT} "
+                         f"({nm.rail_if(k)}) for {args.duration:g}s"},
+           lambda n: devices.add_ib(state, h, k, c, n))
+
+
+def xid(ctx, args):
+    """Immediate: appends the events and records them (status lists them; clear forgets
+    the record, the events stay in the GPU's list)."""
+    h, g = args.host, args.gpu
+    _check_gpu(ctx, h, g)
+    if not 1 <= args.xid <= 65535:
+        raise cl.ClusterError(f"xid: --xid {args.xid} must lie in 1..65535 (e.g. 79: GPU has "
+                              "fallen off the bus)")
+    if not 1 <= args.count <= 1000:
+        raise cl.ClusterError(f"xid: --count {args.count} must lie in 1..1000")
+    fid = f"xid-{h}-g{g}-{args.xid}"
+    total = args.count + sum(f.get("count", 0) for f in ctx.state.faults() if f["id"] == fid)
+    _record(ctx, {"id": fid, "kind": "xid", "hosts": [h], "gpu": g, "xid": args.xid,
+                  "count": total, "file": devices.nvml_path(ctx.state, h),
+                  "desc": f"XID {args.xid} on {h} GPU {g} ({devices.bus_id(g)}), "
+                          f"{total} event(s)"})
+    devices.add_xids(ctx.state, h, g, args.xid, args.count)
+
+
 # --- undo ---------------------------------------------------------------------------------
 
 def _run_bounded(body):
@@ -246,7 +407,8 @@ def _undo(ctx, f):
             host, rail = link.split("/")
             cl.apply_rate(ctx.names, ctx.state, ctx.info, nm.host_index(host), int(rail))
     ctx.state.log_event(f"clear {f['id']}")
-    print(f"inject: cleared {f['id']}")
+    kept = " (counters keep their values)" if f["kind"] in COUNTER_KINDS else ""
+    print(f"inject: cleared {f['id']}{kept}")
 
 
 def clear(ctx, args):
@@ -305,8 +467,40 @@ def _flap_args(p):
                    help="stop after this long in any case (default 600)")
 
 
-# name -> (help, argument adder, apply). Counter storms (ecc, nvlink-crc, nvlink-replay,
-# ib-symbol) go here too: one row each, their apply writing the counters their monitor reads.
+def _storm_args(p, gpu=False, link=False, rail=False, counters=None):
+    p.add_argument("host", metavar="HOST", help="a host: h0, h1, ...")
+    if gpu:
+        p.add_argument("--gpu", type=int, required=True, metavar="G", help="GPU index, 0..")
+    if link:
+        p.add_argument("--link", type=int, required=True, metavar="L",
+                       help="NVLink of the GPU, 0..G-2 (link j: j-th other GPU by index)")
+    if rail:
+        p.add_argument("--rail", type=int, required=True, metavar="K",
+                       help="rail K: InfiniBand device mlx5_K, port 1")
+    p.add_argument("--rate", type=float, required=True, metavar="R",
+                   help="events added per second (written every 0.2 s)")
+    p.add_argument("--duration", type=float, required=True, metavar="S",
+                   help=f"seconds, 0 < S <= {MAX_STORM_SECONDS}; the storm then ends by itself")
+    if counters:
+        p.add_argument("--counter", choices=counters, default=counters[0],
+                       help=f"which counter (default {counters[0]})")
+
+
+def _ecc_args(p):
+    _storm_args(p, gpu=True)
+    p.add_argument("--uncorrected", action="store_true",
+                   help="uncorrected (double-bit) errors instead of corrected ones")
+
+
+def _xid_args(p):
+    p.add_argument("host", metavar="HOST", help="a host: h0, h1, ...")
+    p.add_argument("--gpu", type=int, required=True, metavar="G", help="GPU index, 0..")
+    p.add_argument("--xid", type=int, required=True, metavar="N",
+                   help="XID number, e.g. 48 (DBE), 74 (NVLink), 79 (fallen off the bus)")
+    p.add_argument("--count", type=int, default=1, metavar="C", help="events (default 1)")
+
+
+# name -> (help, argument adder, apply).
 KINDS = {
     "loss": ("drop fraction P of packets between hosts A and B (both ways; iptables statistic)",
              lambda p: (_hosts(p, "A", "B"),
@@ -326,6 +520,15 @@ KINDS = {
     "stop": ("SIGSTOP one rank for SECONDS, then SIGCONT it (clear resumes it at once)",
              lambda p: (_rank(p), p.add_argument("seconds", type=float, metavar="SECONDS")),
              stop),
+    "ecc-storm": ("add R volatile ECC errors per second to a fake GPU of HOST for S seconds",
+                  _ecc_args, ecc_storm),
+    "nvlink-storm": ("add R per second to one NVLink counter of a fake GPU for S seconds",
+                     lambda p: _storm_args(p, gpu=True, link=True,
+                                           counters=devices.NVLINK_COUNTERS), nvlink_storm),
+    "ib-errors": ("add R per second to one counter of HOST's fake InfiniBand port mlx5_K/1",
+                  lambda p: _storm_args(p, rail=True, counters=devices.IB_COUNTERS),
+                  ib_errors),
+    "xid": ("append C XID N events to a fake GPU's event list (at once)", _xid_args, xid),
     "clear": ("undo faults: all; those of host A; those between A and B; or one by id",
               lambda p: p.add_argument("targets", nargs="*", metavar="A [B] | ID"), clear),
 }

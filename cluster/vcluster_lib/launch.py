@@ -4,11 +4,21 @@ mpirun itself runs in the head namespace (the cluster's login node, on the manag
 network only). It starts one Open MPI daemon per host through the agent, which enters the
 host's namespace and a UTS namespace of its own, so each host also has its own hostname.
 Daemons talk to mpirun directly (no tree spawn, routed=direct) over the management network,
-so a fault between two hosts never cuts a job's launcher; ranks talk over the rails."""
+so a fault between two hosts never cuts a job's launcher; ranks talk over the rails.
+
+The agent also exports the host's fake devices (devices.py): WEFT_IB_SYSFS_ROOT and, if the
+host has fake GPUs, WEFT_FAKE_NVML_STATE. Daemons inherit them and pass them to their
+ranks, so every rank on hI reads hI's files; mpirun does not -x them (the caller's value
+would overwrite every host's own)."""
 
 import os
+import shlex
+import sys
 
+from . import devices
 from . import names as nm
+
+PER_HOST_VARIABLES = ("WEFT_IB_SYSFS_ROOT", "WEFT_FAKE_NVML_STATE")   # set by the agent
 
 AGENT_TEMPLATE = """#!/bin/sh
 # Open MPI launch agent of virtual cluster {cluster} (written by cluster/vcluster up).
@@ -20,6 +30,10 @@ case "$host" in
   {hosts}) ;;
   *) echo "vcluster agent: no host $host in cluster {cluster}" >&2; exit 2 ;;
 esac
+# The host's fake InfiniBand ports and GPUs (cluster/vcluster_lib/devices.py).
+fake={fake}/$host
+if [ -d "$fake/sys" ]; then export WEFT_IB_SYSFS_ROOT="$fake/sys"; fi
+if [ -f "$fake/nvml.json" ]; then export WEFT_FAKE_NVML_STATE="$fake/nvml.json"; fi
 exec ip netns exec "{prefix}$host" unshare --uts sh -c 'hostname "$1" && shift && exec sh -c "$*"' agent "$host" "$@"
 """
 
@@ -28,9 +42,10 @@ def hostfile_text(hosts, slots):
     return "".join(f"{nm.host_name(i)} slots={slots}\n" for i in range(hosts))
 
 
-def agent_text(names, hosts):
+def agent_text(names, state, hosts):
     return AGENT_TEMPLATE.format(cluster=names.cluster, prefix=names.prefix,
-                                 hosts="|".join(nm.host_name(i) for i in range(hosts)))
+                                 hosts="|".join(nm.host_name(i) for i in range(hosts)),
+                                 fake=shlex.quote(devices.root(state)))
 
 
 def etc_hosts_text(hosts, rails):
@@ -63,7 +78,8 @@ def mpirun_command(names, state, info, user_args, program, slots=None):
     """(argv, environment) of: ip netns exec HEAD mpirun <cluster options> <user args> program.
 
     WEFT_* variables of the caller's environment reach every rank (-x); WEFT_SOCKET_IFNAME
-    defaults to rail 0's interface, which has the same name on every host."""
+    defaults to rail 0's interface, which has the same name on every host. The per-host
+    fake-device variables are the agent's, not the caller's (PER_HOST_VARIABLES)."""
     hostfile = state.path("hostfile")
     if slots is not None and slots != info["slots"]:
         hostfile = state.path(f"hostfile.slots{slots}")
@@ -83,8 +99,13 @@ def mpirun_command(names, state, info, user_args, program, slots=None):
         args += ["--bind-to", "none"]
     env = dict(os.environ)
     env.setdefault("WEFT_SOCKET_IFNAME", nm.rail_if(0))
+    per_host = PER_HOST_VARIABLES if devices.has_devices(info) else ()
     for key in sorted(env):
-        if key.startswith("WEFT_") and not key.startswith("WEFT_VCLUSTER"):
+        if key in per_host:
+            del env[key]
+            print(f"vcluster: {key} of the caller not passed on: each host's agent sets "
+                  "its own (docs/CLUSTER.md)", file=sys.stderr)
+        elif key.startswith("WEFT_") and not key.startswith("WEFT_VCLUSTER"):
             args += ["-x", key]
     argv = ["ip", "netns", "exec", names.head_ns, *args, *user_args, *program]
     return argv, env

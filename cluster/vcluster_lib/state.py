@@ -5,7 +5,8 @@
   faults.json    active faults: their iptables rules, rates, background processes
   hostfile, agent, rails.env   what mpirun and programs need (written by `up`)
   events.log     one line per fault applied or cleared, kills included
-  daemons.log    output of background processes (flap, stop)
+  daemons.log    output of background processes (flap, stop, counter storms)
+  fake/hI/       host I's fake GPUs (nvml.json) and InfiniBand sysfs tree (devices.py)
 Every read-modify-write holds `lock` (flock), so commands and daemons can run at once.
 """
 

@@ -1,7 +1,9 @@
-"""vcluster status: hosts, their links as the kernel sees them now, and active faults."""
+"""vcluster status: hosts, their links as the kernel sees them now, their fake devices
+(with every counter that is not zero) and active faults (counter storms included)."""
 
 import json
 
+from . import devices
 from . import names as nm
 from . import net
 from . import procs
@@ -39,6 +41,8 @@ def gather(names, state):
             shaped = info.get("shapes", {}).get(f"{h}/{k}")
             rail["shape"] = net.format_rate(shaped) if shaped else None
             host["rails"].append(rail)
+        if devices.has_devices(info) and info.get("complete"):
+            host["fake"] = devices.summary(state, info, h)
         out["hosts"].append(host)
     out["faults"] = []
     for f in state.faults():
@@ -52,6 +56,9 @@ def gather(names, state):
             shown["packets_dropped"] = sum(c[1] for c in counts)
         out["faults"].append(shown)
     return out
+
+
+STORMS = ("ecc-storm", "nvlink-storm", "ib-errors")
 
 
 def show(names, state, as_json):
@@ -76,6 +83,16 @@ def show(names, state, as_json):
                   f"{h['mgmt']['address'] if first else '':<15} {r['rail']:<4} "
                   f"{r['ifname']:<8} {r['address']:<15} {r.get('state', '?'):<10} "
                   f"{r.get('rate') or '-':<10} {r['shape'] or '-'}")
+    fake = [h for h in s["hosts"] if "fake" in h]
+    if fake:
+        print(f"  fake devices ({devices.root(state)}/hI: WEFT_FAKE_NVML_STATE=nvml.json, "
+              "WEFT_IB_SYSFS_ROOT=sys):")
+        for h in fake:
+            storms = [f["id"] for f in s["faults"]
+                      if f["kind"] in STORMS and h["name"] in f.get("hosts", [])
+                      and f.get("background_alive")]
+            more = f"; storms: {' '.join(storms)}" if storms else ""
+            print(f"    {h['name']:<5} {devices.summary_line(h['fake'])}{more}")
     if not s["faults"]:
         print("  faults: none")
         return
