@@ -95,12 +95,12 @@ inline constexpr EnvVar kHealthRecover{
 inline constexpr EnvVar kHealthThresholds{
     "WEFT_HEALTH_THRESHOLDS", "",
     "override health rules, comma-separated COUNTER=SUSPECT/FAILING[/WINDOW_S], a threshold "
-    "'-' for none, e.g. tcp_retransmits=20/200,nvlink_replay=-/1 (weft info lists the rules)"};
+    "'-' for none, e.g. tcp_retransmits=0.02/0.05,nvlink_replay=-/1 (weft info lists the rules)"};
 inline constexpr EnvVar kHealthPolicy{
     "WEFT_HEALTH_POLICY", "",
     "a JSON policy file read before WEFT_HEALTH_THRESHOLDS: {\"window_s\": 5, \"recover_s\": "
-    "10, \"rules\": {\"tcp_retransmits\": {\"measure\": \"rate\", \"suspect\": 20, "
-    "\"failing\": 200}}} (docs/HEALTH.md)"};
+    "10, \"rules\": {\"nvlink_replay\": {\"measure\": \"delta\", \"suspect\": null, "
+    "\"failing\": 1}}} (docs/HEALTH.md)"};
 inline constexpr EnvVar kHealthStallFraction{
     "WEFT_HEALTH_STALL_FRACTION", "0.05",
     "a wait on a link that sees no byte move for this fraction of WEFT_TIMEOUT counts one "

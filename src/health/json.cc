@@ -34,6 +34,7 @@ void put_reason(nlohmann::json& j, const Reason& r) {
   j[r.measure == Measure::kValue ? "level" : std::string(measure_name(r.measure))] =
       number(r.measured);
   j["threshold"] = number(r.threshold);
+  if (r.measure == Measure::kRatio) j["per"] = r.per;
   if (r.measure != Measure::kValue) j["window_s"] = absl::ToDoubleSeconds(r.window);
 }
 

@@ -8,6 +8,11 @@ namespace weft::health {
 
 std::string Reason::text() const {
   if (counter.empty()) return "no counter above its thresholds";
+  if (measure == Measure::kRatio) {
+    return absl::StrFormat("%s %s %g%% %s %g%% of %s over %gs", counter, measure_name(measure),
+                           measured * 100, measured >= threshold ? ">=" : "<", threshold * 100,
+                           per, absl::ToDoubleSeconds(window));
+  }
   const char* per = measure == Measure::kRate ? "/s" : "";
   const char* cmp = measured >= threshold ? ">=" : "<";
   if (measure == Measure::kValue) {
@@ -17,26 +22,37 @@ std::string Reason::text() const {
                          measured, per, cmp, threshold, per, absl::ToDoubleSeconds(window));
 }
 
+std::pair<double, double> ScopeJudge::growth(const History& h, absl::Time start) {
+  // The baseline is the newest reading at or before the window's start, else the oldest.
+  const Point* base = &h.points.front();
+  for (const Point& p : h.points) {
+    if (p.time > start) break;
+    base = &p;
+  }
+  return {h.points.back().value - base->value,
+          absl::ToDoubleSeconds(h.points.back().time - base->time)};
+}
+
 std::pair<State, Reason> ScopeJudge::judge(const Rule& rule, const History& h,
                                            const Policy& policy) const {
   Reason r;
   r.counter = rule.counter;
   r.measure = rule.measure;
+  r.per = rule.per;
   r.window = policy.window_of(rule);
   const Point& last = h.points.back();
   r.value = last.value;
+  const absl::Time start = last.time - r.window;
   if (rule.measure == Measure::kValue) {
     r.measured = last.value;
+  } else if (rule.measure == Measure::kRatio) {
+    const auto per = counters_.find(rule.per);
+    const double of = per == counters_.end() || per->second.points.empty()
+                          ? 0
+                          : growth(per->second, start).first;
+    r.measured = of >= std::max(rule.min_per, 1e-9) ? growth(h, start).first / of : 0;
   } else {
-    // The baseline is the newest reading at or before the window's start, else the oldest.
-    const absl::Time start = last.time - r.window;
-    const Point* base = &h.points.front();
-    for (const Point& p : h.points) {
-      if (p.time > start) break;
-      base = &p;
-    }
-    const double delta = last.value - base->value;
-    const double seconds = absl::ToDoubleSeconds(last.time - base->time);
+    const auto [delta, seconds] = growth(h, start);
     r.measured = rule.measure == Measure::kDelta ? delta : (seconds > 0 ? delta / seconds : 0);
   }
   if (r.measured >= rule.failing) {
@@ -70,7 +86,10 @@ std::optional<Change> ScopeJudge::observe(const Sample& sample, const Policy& po
     }
     h.points.push_back({sample.time, c.value});
     const Rule* rule = policy.rule_for(c.name);
-    const absl::Duration keep = rule != nullptr ? policy.window_of(*rule) : policy.window;
+    // A counter that is some ratio's `per` keeps as much history as the ratio's window needs;
+    // the policy's window covers every default.
+    const absl::Duration keep = std::max(
+        rule != nullptr ? policy.window_of(*rule) : policy.window, policy.longest_window());
     while (h.points.size() > 2 && h.points[1].time <= sample.time - keep) h.points.pop_front();
   }
   last_time_ = sample.time;

@@ -22,6 +22,7 @@ struct Reason {
   double value = 0;     ///< the counter's reading
   double measured = 0;  ///< its delta, rate or value, as the rule measures it
   Measure measure = Measure::kDelta;
+  std::string per;        ///< kRatio: the counter `measured` is a share of
   double threshold = 0;  ///< the threshold crossed (or, on recovery, the one now under)
   absl::Duration window;
 
@@ -66,6 +67,8 @@ class ScopeJudge {
     CounterKind kind = CounterKind::kCumulative;
     std::deque<Point> points;  // oldest first; the first is the window's baseline
   };
+  /// How much `h` grew since the window that starts at `start`, and over how many seconds.
+  static std::pair<double, double> growth(const History& h, absl::Time start);
   /// What `rule` says of `h` now: the level and why.
   std::pair<State, Reason> judge(const Rule& rule, const History& h, const Policy& policy) const;
 

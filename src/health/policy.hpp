@@ -25,8 +25,12 @@ enum class Measure : int {
   kDelta = 0,  ///< how much a cumulative counter grew over the window
   kRate = 1,   ///< that growth per second
   kValue = 2,  ///< a gauge's current value
+  /// how much a cumulative counter grew over the window, as a share of how much another of
+  /// the same scope grew (retransmitted segments per segment sent): judged only once the
+  /// other grew by at least `min_per`, so a nearly idle link is not judged on a handful
+  kRatio = 3,
 };
-const char* measure_name(Measure m);  // "delta", "rate", "value"
+const char* measure_name(Measure m);  // "delta", "rate", "value", "ratio"
 
 inline constexpr double kNever = std::numeric_limits<double>::infinity();
 
@@ -37,6 +41,8 @@ struct Rule {
   double failing = kNever;      ///< at or above: FAILING
   absl::Duration window = absl::ZeroDuration();  ///< zero: the policy's window
   std::string anchor;           ///< where the default comes from, for `weft info`
+  std::string per;              ///< kRatio: the counter it is a share of
+  double min_per = 0;           ///< kRatio: least growth of `per` to judge by
 };
 
 struct Policy {
@@ -54,6 +60,8 @@ struct Policy {
   /// The rule for `counter`, or null: counters without a rule are shown, never judged.
   const Rule* rule_for(std::string_view counter) const;
   absl::Duration window_of(const Rule& rule) const;
+  /// The longest window of any rule: how much history a counter keeps at most.
+  absl::Duration longest_window() const;
 
   /// Applies "COUNTER=SUSPECT/FAILING[/WINDOW_S],...": '-' is no threshold; a counter
   /// without a rule gets one that measures its rate.

@@ -170,3 +170,56 @@ TEST(CApi, TimeoutThenInvalidUsage) {
 }
 
 }  // namespace
+
+namespace {
+
+// Link health through the C API: after traffic over tcp, every rank sees its links and their
+// counters in weftCommHealth, all HEALTHY on loopback, and nothing to poll.
+TEST(CApi, HealthSnapshotAndPoll) {
+  constexpr int kRanks = 2;
+  ScopedEnv tcp("WEFT_TRANSPORT", "tcp");
+  ScopedEnv fast("WEFT_HEALTH_INTERVAL_MS", "20");
+  std::vector<weftComm_t> comms = init_comms(kRanks);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  on_every_rank(kRanks, [&](int r) {
+    weftComm_t comm = comms[r];
+    std::vector<float> v(1 << 16, 1.0f);
+    ASSERT_EQ(weftAllReduce(v.data(), v.data(), v.size(), weftFloat, weftSum, comm, nullptr),
+              weftSuccess);
+    weftLinkHealth_t health[8];
+    int count = 0;
+    // The monitor reads every 20 ms: within a bounded wait it has seen the link.
+    bool link_seen = false;
+    for (int i = 0; i < 250 && !link_seen; ++i) {
+      ASSERT_EQ(weftCommHealth(comm, health, 8, &count), weftSuccess);
+      for (int k = 0; k < std::min(count, 8); ++k) {
+        link_seen |= std::string(health[k].kind) == "link" && health[k].peer == 1 - r;
+      }
+      if (!link_seen) absl::SleepFor(absl::Milliseconds(20));
+    }
+    ASSERT_TRUE(link_seen);
+    for (int k = 0; k < std::min(count, 8); ++k) {
+      EXPECT_EQ(health[k].state, weftHealthy) << health[k].name << ": " << health[k].reason;
+      if (std::string(health[k].kind) != "link") continue;
+      EXPECT_EQ(std::string(health[k].name), "link to rank " + std::to_string(1 - r));
+      bool sent = false;
+      for (int c = 0; c < health[k].counterCount; ++c) {
+        const std::string name = health[k].counters[c].name;
+        if (name == "link_bytes_sent") sent = health[k].counters[c].value > 0;
+      }
+      EXPECT_TRUE(sent);
+    }
+    int asked = -1;
+    EXPECT_EQ(weftCommHealth(comm, nullptr, 0, &asked), weftSuccess);
+    EXPECT_GE(asked, count);
+    weftHealthChange_t change;
+    int got = -1;
+    EXPECT_EQ(weftCommHealthPoll(comm, &change, &got), weftSuccess);
+    EXPECT_EQ(got, 0);
+    EXPECT_EQ(weftCommHealth(comm, nullptr, 1, &count), weftInvalidArgument);
+    EXPECT_EQ(weftCommHealthPoll(comm, nullptr, &got), weftInvalidArgument);
+  });
+  for (weftComm_t c : comms) EXPECT_EQ(weftCommDestroy(c), weftSuccess);
+}
+
+}  // namespace

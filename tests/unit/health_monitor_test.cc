@@ -48,6 +48,9 @@ struct Fixture {
   Fixture() {
     Monitor::Options o;
     o.rank = 3;
+    // tcp_retransmits by rate (suspect 1/s, failing 20/s) rather than as a share of segments.
+    EXPECT_TRUE(o.policy.apply_overrides("").ok());
+    o.policy.rules.front() = Rule{"tcp_retransmits", Measure::kRate, 1, 20};
     o.on_change = [this](const Change& c) { logged.push_back(c); };
     std::vector<std::unique_ptr<Source>> sources;
     sources.push_back(std::make_unique<ScriptedSource>(shared));

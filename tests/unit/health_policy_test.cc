@@ -18,10 +18,14 @@ Sample reading(const char* counter, double value, double at_seconds,
                 kStart + absl::Seconds(at_seconds), {{counter, value, kind}}};
 }
 
+// The defaults, with tcp_retransmits judged by its rate (suspect 1/s, failing 20/s) so that
+// one counter shows rates, and windows of 5 s with a recovery of 10 s.
 Policy test_policy() {
   Policy p = Policy::defaults();
   p.window = absl::Seconds(5);
   p.recover = absl::Seconds(10);
+  EXPECT_TRUE(p.apply_json(R"({"rules": {"tcp_retransmits": {"measure": "rate", "suspect": 1,
+                                                              "failing": 20}}})", "test").ok());
   return p;
 }
 
@@ -133,6 +137,34 @@ TEST(ScopeJudge, RateAboveThresholdFailsWithItsReason) {
   EXPECT_EQ(change->reason.threshold, 20);
   EXPECT_EQ(change->reason.window, absl::Seconds(5));
   EXPECT_EQ(change->reason.text(), "tcp_retransmits rate 100/s >= 20/s over 5s");
+}
+
+Sample segments(double retransmits, double sent, double at_seconds) {
+  Sample s = reading("tcp_retransmits", retransmits, at_seconds);
+  s.counters.push_back({"tcp_segments_sent", sent});
+  return s;
+}
+
+TEST(ScopeJudge, RetransmitsAreAShareOfTheSegmentsSent) {
+  // The defaults: tcp_retransmits as a share of tcp_segments_sent, suspect at 1%, failing
+  // at 3%, judged once 200 segments went out in the window.
+  Policy p = Policy::defaults();
+  ScopeJudge j(reading("tcp_retransmits", 0, 0).scope);
+  j.observe(segments(0, 0, 0), p);
+  // A busy healthy path: 40 retransmits in 100000 segments, far more than the rate of 20/s
+  // that an absolute rule would fail on, is 0.04%: nothing.
+  EXPECT_FALSE(j.observe(segments(40, 100000, 1), p));
+  // A nearly idle path: 5 of 50 segments is 10%, but too few segments to judge.
+  ScopeJudge idle(reading("tcp_retransmits", 0, 0).scope);
+  idle.observe(segments(0, 0, 0), p);
+  EXPECT_FALSE(idle.observe(segments(5, 50, 1), p));
+  // 5% loss: 250 of 5000 segments since the window's baseline (the reading at t=1).
+  auto change = j.observe(segments(290, 105000, 6), p);
+  ASSERT_TRUE(change);
+  EXPECT_EQ(change->to, State::kFailing);
+  EXPECT_DOUBLE_EQ(change->reason.measured, 0.05);
+  EXPECT_EQ(change->reason.per, "tcp_segments_sent");
+  EXPECT_EQ(change->reason.text(), "tcp_retransmits ratio 5% >= 3% of tcp_segments_sent over 5s");
 }
 
 TEST(ScopeJudge, BurstBelowTheThresholdChangesNothing) {

@@ -248,6 +248,7 @@ void TcpPair::read_path_counters(PathCounterSink sink) const {
     if (!read_socket_path_info(fds_[r], &info)) continue;
     const std::string_view path = rail_ifnames_[r];
     sink(path, "tcp_retransmits", static_cast<double>(info.retransmits), true);
+    sink(path, "tcp_segments_sent", static_cast<double>(info.segments_sent), true);
     sink(path, "tcp_bytes_retransmitted", static_cast<double>(info.bytes_retrans), true);
     sink(path, "tcp_bytes_sent", static_cast<double>(info.bytes_sent), true);
     sink(path, "tcp_bytes_acked", static_cast<double>(info.bytes_acked), true);

@@ -1,6 +1,6 @@
 // Apart from pair.cc because linux/tcp.h and glibc's netinet/tcp.h both define struct
 // tcp_info, and only the kernel's has the fields past tcpi_total_retrans (bytes_acked since
-// Linux 4.1, bytes_sent and bytes_retrans since 4.19).
+// Linux 4.1, segs_out since 4.2, bytes_sent and bytes_retrans since 4.19).
 #include "transport/tcp/tcp_info.hpp"
 
 #include <linux/tcp.h>
@@ -24,6 +24,7 @@ bool read_socket_path_info(int fd, SocketPathInfo* out) {
   out->bytes_acked = info.tcpi_bytes_acked;
   out->bytes_sent = info.tcpi_bytes_sent;
   out->bytes_retrans = info.tcpi_bytes_retrans;
+  out->segments_sent = info.tcpi_segs_out;
   return true;
 }
 

@@ -16,6 +16,7 @@ struct SocketPathInfo {
   uint64_t bytes_sent = 0;      ///< bytes handed to the wire, retransmissions included
   uint64_t bytes_acked = 0;     ///< bytes the peer acknowledged
   uint64_t bytes_retrans = 0;   ///< bytes retransmitted
+  uint64_t segments_sent = 0;   ///< segments sent, retransmissions included
 };
 
 /// Reads `fd`'s TCP_INFO; false when the kernel refuses (not a tcp socket, closed).
