@@ -25,7 +25,7 @@ Policy test_policy() {
   p.window = absl::Seconds(5);
   p.recover = absl::Seconds(10);
   EXPECT_TRUE(p.apply_json(R"({"rules": {"tcp_retransmits": {"measure": "rate", "suspect": 1,
-                                                              "failing": 20}}})", "test").ok());
+                                                              "failing": 20, "window_s": 5}}})", "test").ok());
   return p;
 }
 
@@ -147,7 +147,7 @@ Sample segments(double retransmits, double sent, double at_seconds) {
 
 TEST(ScopeJudge, RetransmitsAreAShareOfTheSegmentsSent) {
   // The defaults: tcp_retransmits as a share of tcp_segments_sent, suspect at 1%, failing
-  // at 3%, judged once 200 segments went out in the window.
+  // at 3%, judged once 200 segments went out in the window of 2 s.
   Policy p = Policy::defaults();
   ScopeJudge j(reading("tcp_retransmits", 0, 0).scope);
   j.observe(segments(0, 0, 0), p);
@@ -164,7 +164,7 @@ TEST(ScopeJudge, RetransmitsAreAShareOfTheSegmentsSent) {
   EXPECT_EQ(change->to, State::kFailing);
   EXPECT_DOUBLE_EQ(change->reason.measured, 0.05);
   EXPECT_EQ(change->reason.per, "tcp_segments_sent");
-  EXPECT_EQ(change->reason.text(), "tcp_retransmits ratio 5% >= 3% of tcp_segments_sent over 5s");
+  EXPECT_EQ(change->reason.text(), "tcp_retransmits ratio 5% >= 3% of tcp_segments_sent over 2s");
 }
 
 TEST(ScopeJudge, BurstBelowTheThresholdChangesNothing) {
