@@ -1,6 +1,7 @@
 #include "src/health/endpoint.hpp"
 
 #include <httplib.h>
+#include <pthread.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -32,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor
   }
   e->port_ = port;
   e->thread_ = std::thread([&server] { server.listen_after_bind(); });
+  pthread_setname_np(e->thread_.native_handle(), "weft-health-web");
   // stop() does nothing until the server runs, so the destructor could otherwise join a
   // thread that goes on listening: wait (bounded) until it does.
   for (int i = 0; i < 2000 && !server.is_running(); ++i) absl::SleepFor(absl::Milliseconds(1));

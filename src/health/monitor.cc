@@ -1,5 +1,7 @@
 #include "src/health/monitor.hpp"
 
+#include <pthread.h>
+
 #include <utility>
 
 namespace weft::health {
@@ -19,6 +21,8 @@ Monitor::~Monitor() {
 
 void Monitor::start() {
   thread_ = std::thread([this] { run(); });
+  // Named, so that top -H and scripts/health-overhead can find it and what it costs.
+  pthread_setname_np(thread_.native_handle(), "weft-health");
 }
 
 void Monitor::run() {

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto again = weft::PeerInfo::decode(encoded);
   if (!again.ok() || again->encode() != encoded) __builtin_trap();
   if (again->rank != p->rank || again->pid != p->pid || again->host_id != p->host_id ||
-      again->addresses != p->addresses) {
+      again->addresses != p->addresses || again->gpu_bus_id != p->gpu_bus_id ||
+      again->rail_ports != p->rail_ports) {
     __builtin_trap();
   }
   for (const auto& entry : p->addresses) {  // address_of: the first entry of that name

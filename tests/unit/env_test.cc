@@ -63,5 +63,39 @@ TEST(ByteSettings, OutOfRangeIsRefusedAndNamesTheRangeAndTheCost) {
                     HasSubstr("4 KiB..1 GiB"), HasSubstr("allocates and touches")));
 }
 
+// The health settings (src/health/): defaults, and a bad value named with what it takes.
+TEST(HealthSettings, DefaultsAndRefusals) {
+  auto defaults = Config::from_env([](std::string_view) { return std::nullopt; });
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_TRUE(defaults->health);
+  EXPECT_EQ(defaults->health_interval, absl::Milliseconds(500));
+  EXPECT_EQ(defaults->health_window, absl::Seconds(5));
+  EXPECT_EQ(defaults->health_recover, absl::Seconds(10));
+  EXPECT_EQ(defaults->health_endpoint_port, 0);
+  EXPECT_EQ(defaults->nvml_library, "libnvidia-ml.so.1");
+  EXPECT_EQ(defaults->ib_sysfs_root, "/sys");
+  const std::pair<const char*, const char*> bad[] = {
+      {"WEFT_HEALTH", "maybe"},           {"WEFT_HEALTH_INTERVAL_MS", "5"},
+      {"WEFT_HEALTH_WINDOW", "0"},        {"WEFT_HEALTH_RECOVER", "soon"},
+      {"WEFT_HEALTH_STALL_FRACTION", "2"}, {"WEFT_HEALTH_ENDPOINT", "80"},
+  };
+  for (const auto& [name, value] : bad) {
+    auto c = Config::from_env([&](std::string_view n) -> std::optional<std::string> {
+      if (n == name) return std::string(value);
+      return std::nullopt;
+    });
+    ASSERT_FALSE(c.ok()) << name;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(std::string(name) + "=" + value));
+  }
+  auto port = Config::from_env([](std::string_view n) -> std::optional<std::string> {
+    if (n == "WEFT_HEALTH_ENDPOINT") return "9400";
+    if (n == "WEFT_HEALTH") return "off";
+    return std::nullopt;
+  });
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(port->health_endpoint_port, 9400);
+  EXPECT_FALSE(port->health);
+}
+
 }  // namespace
 }  // namespace weft
