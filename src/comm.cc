@@ -331,6 +331,8 @@ void Comm::fail(const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<Comm>> Comm::shrink(absl::Duration timeout,
                                                    std::vector<int>* dropped) {
+  // The survivors' communicator watches its own links, and serves the endpoint's port.
+  watch_.reset();
   if (timeout <= absl::ZeroDuration()) timeout = config_.timeout;
   // The data links may hold half a collective; nothing travels on them again, and peers
   // still waiting on them learn at once that this rank has moved on.

@@ -54,7 +54,7 @@ struct HealthChange {
   std::string counter;  ///< the counter whose rule decided
   double value = 0;     ///< its reading
   double measured = 0;  ///< its delta, rate or value, as the rule measures it
-  std::string measure;  ///< "delta", "rate" or "value"
+  std::string measure;  ///< "delta", "rate", "ratio" or "value"
   double threshold = 0;
   absl::Duration window;
   std::string reason;   ///< all of the above in one line

@@ -136,15 +136,16 @@ void warn_about_unknown_env() {
 
 namespace {
 
-// A number of `unit`s within [lo, hi], or an error naming the variable and the range.
+// A number (`unit` says what kind) within [lo, hi], or an error naming the variable and the range.
 absl::StatusOr<double> parse_number(const EnvVar& var, const EnvLookup& lookup, double lo,
                                     double hi, const char* unit) {
   const std::string s = env_value(var, lookup);
   double v = 0;
   if (!absl::SimpleAtod(s, &v) || !(v >= lo && v <= hi)) {
-    return absl::InvalidArgumentError(absl::StrCat(var.name, "=", s, " is not a number of ",
-                                                   unit, " in ", lo, "..", hi, " (default ",
-                                                   var.default_value, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        var.name, "=", s, " is not ", unit, " in ", lo, "..", hi, "; set one",
+        *var.default_value ? absl::StrCat(" or unset it (default ", var.default_value, ")")
+                           : std::string(" or unset it")));
   }
   return v;
 }
@@ -155,16 +156,16 @@ absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
     return absl::InvalidArgumentError(absl::StrCat("WEFT_HEALTH=", on, " is not on or off"));
   }
   c.health = on == "on";
-  auto interval = parse_number(env::kHealthIntervalMs, lookup, 10, 60000, "milliseconds");
+  auto interval = parse_number(env::kHealthIntervalMs, lookup, 10, 60000, "a number of milliseconds");
   if (!interval.ok()) return interval.status();
   c.health_interval = absl::Milliseconds(*interval);
-  auto window = parse_number(env::kHealthWindow, lookup, 0.01, 3600, "seconds");
+  auto window = parse_number(env::kHealthWindow, lookup, 0.01, 3600, "a number of seconds");
   if (!window.ok()) return window.status();
   c.health_window = absl::Seconds(*window);
-  auto recover = parse_number(env::kHealthRecover, lookup, 0, 3600, "seconds");
+  auto recover = parse_number(env::kHealthRecover, lookup, 0, 3600, "a number of seconds");
   if (!recover.ok()) return recover.status();
   c.health_recover = absl::Seconds(*recover);
-  auto stall = parse_number(env::kHealthStallFraction, lookup, 1e-6, 1, "(a fraction)");
+  auto stall = parse_number(env::kHealthStallFraction, lookup, 1e-6, 1, "a fraction");
   if (!stall.ok()) return stall.status();
   c.health_stall_fraction = *stall;
   c.health_thresholds = env_value(env::kHealthThresholds, lookup);
@@ -172,7 +173,7 @@ absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
   c.health_log = env_value(env::kHealthLog, lookup);
   const std::string port = env_value(env::kHealthEndpoint, lookup);
   if (!port.empty()) {
-    auto p = parse_number(env::kHealthEndpoint, lookup, 1024, 65000, "(a TCP port)");
+    auto p = parse_number(env::kHealthEndpoint, lookup, 1024, 65000, "a TCP port");
     if (!p.ok()) return p.status();
     c.health_endpoint_port = static_cast<int>(*p);
   }

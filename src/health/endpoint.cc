@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -14,6 +15,17 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor
   std::unique_ptr<Endpoint> e(new Endpoint());
   e->server_ = std::make_unique<httplib::Server>();
   httplib::Server& server = *e->server_;
+  // SO_REUSEADDR alone: httplib's default adds SO_REUSEPORT, which would let a second server
+  // (another job, a communicator still alive) share the port and answer half the requests.
+  server.set_socket_options([](int fd) {
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  });
+  // One worker and no keep-alive: a scraper's idle connection would otherwise hold a worker
+  // that stop() cannot wake, and the communicator's destruction would wait for it.
+  server.new_task_queue = [] { return new httplib::ThreadPool(1); };
+  server.set_keep_alive_max_count(1);
+  server.set_read_timeout(1, 0);
   server.Get("/health", [&monitor](const httplib::Request&, httplib::Response& res) {
     res.set_content(health_json(monitor.rank(), monitor.snapshot(), absl::Now()) + "\n",
                     "application/json");

@@ -50,7 +50,9 @@ std::string change_json_line(int rank, const Change& change) {
   j["from"] = std::string(state_name(change.from));
   j["to"] = std::string(state_name(change.to));
   j["reason"] = change.reason.text();
-  return j.dump();
+  // Interface names and bus ids come from the system: replace a byte that is not UTF-8
+  // rather than throw on the monitor's thread.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string health_json(int rank, const std::vector<ScopeHealth>& scopes, absl::Time now) {
@@ -79,7 +81,7 @@ std::string health_json(int rank, const std::vector<ScopeHealth>& scopes, absl::
     list.push_back(std::move(e));
   }
   j["scopes"] = std::move(list);
-  return j.dump(1);
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace weft::health

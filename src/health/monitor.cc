@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "src/base/deadline.hpp"
+
 namespace weft::health {
 
 Monitor::Monitor(Options options, std::vector<std::unique_ptr<Source>> sources)
@@ -29,25 +31,28 @@ void Monitor::run() {
   absl::MutexLock lock(&mu_);
   while (!stop_) {
     mu_.Unlock();
-    // Wall-clock time for the states and the log (people compare it across hosts); the
-    // pause between readings is on the lock's own clock.
-    sample_now(absl::Now());
+    // Judged on the monotonic clock; shown on the wall clock (people compare it across hosts).
+    sample_now(monotonic_now(), absl::Now());
     mu_.Lock();
     mu_.AwaitWithTimeout(absl::Condition(&stop_), options_.interval);
   }
 }
 
-void Monitor::sample_now(absl::Time now) {
+void Monitor::sample_now(absl::Time now, absl::Time wall_now) {
   absl::MutexLock sampling(&sample_mu_);
+  const absl::Duration offset =
+      wall_now == absl::InfinitePast() ? absl::ZeroDuration() : wall_now - now;
   scratch_.clear();
   for (auto& source : sources_) source->sample(now, scratch_);
   std::vector<Change> changes;
   {
     absl::MutexLock lock(&mu_);
+    wall_offset_ = offset;
     for (const Sample& sample : scratch_) {
       auto [it, added] = judge_of_.try_emplace(sample.scope, judges_.size());
       if (added) judges_.emplace_back(sample.scope);
       if (auto change = judges_[it->second].observe(sample, options_.policy)) {
+        change->time += offset;
         changes.push_back(*change);
         changes_.push_back(*std::move(change));
         if (changes_.size() > kMaxQueuedChanges) changes_.pop_front(), ++dropped_;
@@ -64,7 +69,9 @@ std::vector<ScopeHealth> Monitor::snapshot() const {
   std::vector<ScopeHealth> out;
   out.reserve(judges_.size());
   for (const ScopeJudge& j : judges_) {
-    out.push_back({j.scope(), j.state(), j.since(), j.reason(), j.readings()});
+    const absl::Time since =
+        j.since() == absl::InfinitePast() ? j.since() : j.since() + wall_offset_;
+    out.push_back({j.scope(), j.state(), since, j.reason(), j.readings()});
   }
   return out;
 }

@@ -51,8 +51,11 @@ class Monitor {
 
   /// Starts the thread: a first reading at once, then one every interval.
   void start();
-  /// One reading of every source, judged, at `now` (the thread's step; tests call it).
-  void sample_now(absl::Time now);
+  /// One reading of every source, judged, at `now` (the thread's step; tests call it). The
+  /// thread passes the monotonic clock, so that a step of the wall clock cannot cut a window
+  /// or a recovery short, and the wall-clock time of the same instant, `wall_now`, which the
+  /// changes and states show (InfinitePast: `now` is wall-clock time already).
+  void sample_now(absl::Time now, absl::Time wall_now = absl::InfinitePast());
 
   std::vector<ScopeHealth> snapshot() const;
   /// The oldest change not yet taken, if any. Thread-safe.
@@ -77,6 +80,7 @@ class Monitor {
   std::map<Scope, size_t> judge_of_ ABSL_GUARDED_BY(mu_);  // index in judges_
   std::deque<Change> changes_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration wall_offset_ ABSL_GUARDED_BY(mu_);  // wall clock minus the judges' clock
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> source_names_;
   std::thread thread_;

@@ -55,16 +55,16 @@ std::string prometheus_text(int rank, const std::vector<ScopeHealth>& scopes) {
     absl::StrAppend(&out, "weft_health_state{", l, "} ", static_cast<int>(s.state), "\n");
     for (const Reading& r : s.counters) {
       const bool cumulative = r.kind == CounterKind::kCumulative;
-      const std::string family = absl::StrCat("weft_", r.name);
+      // The text format names a family as its samples are named: counters end in _total.
+      const std::string family = absl::StrCat("weft_", r.name, cumulative ? "_total" : "");
       Family& f = families.try_emplace(family, Family{r.kind, ""}).first->second;
-      absl::StrAppend(&f.samples, family, cumulative ? "_total{" : "{", l, "} ", value(r.value),
-                      "\n");
+      absl::StrAppend(&f.samples, family, "{", l, "} ", value(r.value), "\n");
     }
   }
   for (const auto& [family, f] : families) {
     const bool cumulative = f.kind == CounterKind::kCumulative;
     absl::StrAppend(&out, "# HELP ", family, " weft health counter ", family.substr(5),
-                    cumulative ? " (cumulative)" : "", ".\n# TYPE ", family,
+                    ".\n# TYPE ", family,
                     cumulative ? " counter\n" : " gauge\n", f.samples);
   }
   return out;

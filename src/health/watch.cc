@@ -74,9 +74,14 @@ absl::Status Watch::start(const std::vector<PeerInfo>& peers, LinkWalker walk) {
   monitor_ = std::make_unique<Monitor>(std::move(options), std::move(sources));
   monitor_->start();
   if (config_.health_endpoint_port > 0) {
+    // The job runs on without its endpoint: a taken port is no reason to fail a collective.
     auto endpoint = Endpoint::start(*monitor_, config_.health_endpoint_port + local_rank_);
-    if (!endpoint.ok()) return endpoint.status();
-    endpoint_ = *std::move(endpoint);
+    if (endpoint.ok()) {
+      endpoint_ = *std::move(endpoint);
+    } else {
+      std::fprintf(stderr, "weft: health: rank %d: %s\n", rank_,
+                   std::string(endpoint.status().message()).c_str());
+    }
   }
   return absl::OkStatus();
 }

@@ -175,7 +175,7 @@ TEST(HealthPrometheus, OneFamilyPerCounterWithTypeAndLabels) {
   f.monitor->sample_now(kStart);
   const std::string text = prometheus_text(3, f.monitor->snapshot());
   EXPECT_NE(text.find("# TYPE weft_health_state gauge\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("# TYPE weft_tcp_retransmits counter\nweft_tcp_retransmits_total{rank=\"3\","
+  EXPECT_NE(text.find("# TYPE weft_tcp_retransmits_total counter\nweft_tcp_retransmits_total{rank=\"3\","
                       "kind=\"rail\",scope=\"rail 0 (weft-r0) to rank 1\",peer=\"1\",rail=\"0\","
                       "device=\"weft-r0\"} 7\n"),
             std::string::npos)
