@@ -15,9 +15,10 @@ Monitor::Monitor(Options options, std::vector<std::unique_ptr<Source>> sources)
 
 Monitor::~Monitor() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
+  stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -28,25 +29,28 @@ void Monitor::start() {
 }
 
 void Monitor::run() {
-  absl::MutexLock lock(&mu_);
-  while (!stop_) {
-    mu_.Unlock();
+  const auto interval = absl::ToChronoMilliseconds(options_.interval);
+  while (true) {
     // Judged on the monotonic clock; shown on the wall clock (people compare it across hosts).
     sample_now(monotonic_now(), absl::Now());
-    mu_.Lock();
-    mu_.AwaitWithTimeout(absl::Condition(&stop_), options_.interval);
+    std::unique_lock<Mutex> lock(mu_);
+    if (stop_cv_.wait_for(lock, interval, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return stop_;
+        })) {
+      return;
+    }
   }
 }
 
 void Monitor::sample_now(absl::Time now, absl::Time wall_now) {
-  absl::MutexLock sampling(&sample_mu_);
+  MutexLock sampling(&sample_mu_);
   const absl::Duration offset =
       wall_now == absl::InfinitePast() ? absl::ZeroDuration() : wall_now - now;
   scratch_.clear();
   for (auto& source : sources_) source->sample(now, scratch_);
   std::vector<Change> changes;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     wall_offset_ = offset;
     for (const Sample& sample : scratch_) {
       auto [it, added] = judge_of_.try_emplace(sample.scope, judges_.size());
@@ -65,7 +69,7 @@ void Monitor::sample_now(absl::Time now, absl::Time wall_now) {
 }
 
 std::vector<ScopeHealth> Monitor::snapshot() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<ScopeHealth> out;
   out.reserve(judges_.size());
   for (const ScopeJudge& j : judges_) {
@@ -77,7 +81,7 @@ std::vector<ScopeHealth> Monitor::snapshot() const {
 }
 
 std::optional<Change> Monitor::next_change() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (changes_.empty()) return std::nullopt;
   Change c = std::move(changes_.front());
   changes_.pop_front();
@@ -85,7 +89,7 @@ std::optional<Change> Monitor::next_change() {
 }
 
 uint64_t Monitor::dropped_changes() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return dropped_;
 }
 

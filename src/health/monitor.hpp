@@ -7,6 +7,7 @@
 // relaxed stores), and the monitor reads them, and the kernel's socket state, from here.
 #pragma once
 
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -16,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "src/base/mutex.hpp"
 #include "src/health/judge.hpp"
 #include "src/health/policy.hpp"
 #include "src/health/sample.hpp"
@@ -72,10 +73,12 @@ class Monitor {
   void run();
 
   const Options options_;
-  mutable absl::Mutex sample_mu_;  // one reading at a time; the sources are not thread-safe
+  // weft::Mutex, not absl::Mutex: the thread sanitizer sees it (src/base/mutex.hpp).
+  mutable Mutex sample_mu_;  // one reading at a time; the sources are not thread-safe
   std::vector<std::unique_ptr<Source>> sources_ ABSL_GUARDED_BY(sample_mu_);
   std::vector<Sample> scratch_ ABSL_GUARDED_BY(sample_mu_);
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  std::condition_variable_any stop_cv_;  // wakes the thread at once when stop_ is set
   std::vector<ScopeJudge> judges_ ABSL_GUARDED_BY(mu_);  // in the order first seen
   std::map<Scope, size_t> judge_of_ ABSL_GUARDED_BY(mu_);  // index in judges_
   std::deque<Change> changes_ ABSL_GUARDED_BY(mu_);

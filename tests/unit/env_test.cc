@@ -79,7 +79,10 @@ TEST(HealthSettings, DefaultsAndRefusals) {
       {"WEFT_HEALTH_WINDOW", "0"},        {"WEFT_HEALTH_RECOVER", "soon"},
       {"WEFT_HEALTH_STALL_FRACTION", "2"}, {"WEFT_HEALTH_ENDPOINT", "80"},
   };
-  for (const auto& [name, value] : bad) {
+  for (const auto& entry : bad) {
+    // Not a structured binding: clang 14 (the sanitizer builds) cannot capture one.
+    const char* name = entry.first;
+    const char* value = entry.second;
     auto c = Config::from_env([&](std::string_view n) -> std::optional<std::string> {
       if (n == name) return std::string(value);
       return std::nullopt;
