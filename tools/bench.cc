@@ -255,6 +255,14 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   } else if (o.compare_mpi) {
     auto made = make_mpi_peer(job.mpi);
     if (made.ok()) peer = std::move(*made); else common = made.status();
+  } else if (o.compare_health_off) {
+    auto made = make_health_switched_peers(comm);
+    if (made.ok()) {
+      weft = std::move(made->on);
+      peer = std::move(made->off);
+    } else {
+      common = made.status();
+    }
   }
   if (!common.ok()) {
     if (lead) std::fprintf(stderr, "weft %s: %s\n", o.command, std::string(common.message()).c_str());

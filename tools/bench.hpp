@@ -28,6 +28,8 @@ struct BenchOptions {
   int root = 0;
   int cycles = 1;  ///< -N: how many times to run the whole sweep; 0: until stopped
   bool compare_mpi = false;
+  /// --compare health-off: the same communicator with its health monitor paused
+  bool compare_health_off = false;
   std::string json_path;           ///< -J: one JSON object per line, empty for none
   bool self_test_corrupt = false;  ///< flip one result element on the last rank
   const char* command = "bench";   ///< for messages: "weft bench: ..."

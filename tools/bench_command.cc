@@ -46,6 +46,9 @@ constexpr const char* kUsage =
     "                           #wrong (out of place, in place) and the ratio of weft's busbw\n"
     "                           to MPI's (out of place). MPI has no half, bfloat16 or avg:\n"
     "                           n/a there. Needs an MPI build and mpirun\n"
+    "      --compare health-off the same communicator with its health monitor paused\n"
+    "                           (docs/HEALTH.md), in the same alternating rounds: what the\n"
+    "                           monitor costs, side by side\n"
     "      --self-test-corrupt  checks the checker: flips one result element on the last\n"
     "                           rank before each check; must exit nonzero\n"
     "  -h, --help               this text\n";

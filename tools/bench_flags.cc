@@ -94,7 +94,8 @@ absl::Status set_json(const char* v, BenchOptions& o) {
 }
 absl::Status set_compare(const char* v, BenchOptions& o) {
   o.compare_mpi = std::strcmp(v, "mpi") == 0;
-  return o.compare_mpi ? absl::OkStatus() : accepts("mpi");
+  o.compare_health_off = std::strcmp(v, "health-off") == 0;
+  return o.compare_mpi || o.compare_health_off ? absl::OkStatus() : accepts("mpi, health-off");
 }
 
 absl::Status set_types(const char* v, BenchOptions& o) {

@@ -42,6 +42,15 @@ class Peer {
 /// weft itself, over `comm` (which must outlive the peer).
 std::unique_ptr<Peer> make_weft_peer(Communicator& comm);
 
+/// weft over `comm` twice: `on` with its health monitor running, `off` with it paused, for
+/// `--compare health-off` (the bench alternates their blocks of calls; each block's settle,
+/// untimed, switches the monitor for the next). Fails when the monitor is off (WEFT_HEALTH=off).
+struct HealthSwitchedPeers {
+  std::unique_ptr<Peer> on;
+  std::unique_ptr<Peer> off;
+};
+absl::StatusOr<HealthSwitchedPeers> make_health_switched_peers(Communicator& comm);
+
 /// MPI over MPI_COMM_WORLD. Fails when this build has no MPI or the job did not start MPI.
 absl::StatusOr<std::unique_ptr<Peer>> make_mpi_peer(bool mpi_initialized);
 

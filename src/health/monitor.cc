@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <utility>
 
 #include "src/base/deadline.hpp"
@@ -29,17 +30,33 @@ void Monitor::start() {
 }
 
 void Monitor::run() {
-  const auto interval = absl::ToChronoMilliseconds(options_.interval);
+  const auto interval = absl::ToChronoNanoseconds(options_.interval);
+  auto next = std::chrono::steady_clock::now();  // the first reading at once
   while (true) {
+    {
+      // Until the next reading is due, then for as long as it is paused; a reading that fell
+      // due during a pause is taken on resuming.
+      std::unique_lock<Mutex> lock(mu_);
+      if (stop_cv_.wait_until(lock, next, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return stop_;
+          })) {
+        return;
+      }
+      stop_cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !paused_; });
+      if (stop_) return;
+    }
     // Judged on the monotonic clock; shown on the wall clock (people compare it across hosts).
     sample_now(monotonic_now(), absl::Now());
-    std::unique_lock<Mutex> lock(mu_);
-    if (stop_cv_.wait_for(lock, interval, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return stop_;
-        })) {
-      return;
-    }
+    next = std::chrono::steady_clock::now() + interval;
   }
+}
+
+void Monitor::set_paused(bool paused) {
+  {
+    MutexLock lock(&mu_);
+    paused_ = paused;
+  }
+  stop_cv_.notify_all();
 }
 
 void Monitor::sample_now(absl::Time now, absl::Time wall_now) {

@@ -52,6 +52,10 @@ class Monitor {
 
   /// Starts the thread: a first reading at once, then one every interval.
   void start();
+  /// Thread-safe. While paused the thread reads nothing and sleeps until resumed (or
+  /// destroyed): `weft bench --compare health-off` times the same communicator with its
+  /// monitor on and off, call block by call block.
+  void set_paused(bool paused);
   /// One reading of every source, judged, at `now` (the thread's step; tests call it). The
   /// thread passes the monotonic clock, so that a step of the wall clock cannot cut a window
   /// or a recovery short, and the wall-clock time of the same instant, `wall_now`, which the
@@ -85,6 +89,7 @@ class Monitor {
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration wall_offset_ ABSL_GUARDED_BY(mu_);  // wall clock minus the judges' clock
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> source_names_;
   std::thread thread_;
 };

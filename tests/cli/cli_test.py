@@ -374,6 +374,24 @@ def test_8i_cycles_end_on_a_failed_call(cli):
     check(all("power-of-two" in x.err for x in results), "each rank says why", results[0])
 
 
+# Issue 20: the monitor's cost, side by side in one run.
+
+def test_20_compare_health_off(cli):
+    r = cli.under_mpirun(2, "bench", "allreduce", "-b", "8", "-e", "64K", "-f", "8", "-n", "5",
+                         "-w", "1", "--compare", "health-off")
+    check(r.rc == 0, "exit status 0", r)
+    check("# health-off: out of bounds values : 0 OK" in r.out,
+          "the paused monitor's columns, checked", r)
+    check(len(rows(r.out)) == 5, "8 B, 64 B ... 32 KiB: five rows", r)
+
+
+def test_20_compare_health_off_needs_the_monitor(cli):
+    r = cli.under_mpirun(2, "bench", "allreduce", *SMALL, "--compare", "health-off",
+                         env=dict(WEFT_HEALTH="off"))
+    check(r.rc != 0, "a failure", r)
+    check("unset WEFT_HEALTH=off" in r.err, "a message saying what to do", r)
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
