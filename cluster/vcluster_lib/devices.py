@@ -23,13 +23,12 @@ the sys tree) and an atomic replace (temp file in the same folder, then os.repla
 a reader never sees half a file and storms on one host never lose each other's updates."""
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
-import time
 
 from . import names as nm
+from .state import locked
 
 FAKE_DIR = "fake"
 IB_DEVICE = "mlx5_{}"
@@ -174,22 +173,9 @@ def _write_json(path, value):
     _write(path, json.dumps(value, indent=1) + "\n")
 
 
-@contextlib.contextmanager
 def _locked(lock_path, timeout=10.0):
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-    try:
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > end:
-                    raise RuntimeError(f"{lock_path} held for over {timeout}s")
-                time.sleep(0.01)
-        yield
-    finally:
-        os.close(fd)
+    """A host's fake-device files, one writer at a time (storms run side by side)."""
+    return locked(lock_path, timeout, FILE_MODE, "another storm holds", pause=0.01)
 
 
 # --- changing counters (storms, xid) ------------------------------------------------------

@@ -20,6 +20,26 @@ import time
 STATE_ROOT = os.environ.get("WEFT_VCLUSTER_STATE", "/run/weft-vcluster")
 
 
+@contextlib.contextmanager
+def locked(lock_path, timeout, mode=0o600, holder="another process holds", pause=0.05):
+    """Holds an exclusive flock on `lock_path` (made with `mode` if missing); gives up after
+    `timeout` seconds with an error that names the file."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+    try:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{holder} {lock_path} for over {timeout}s")
+                time.sleep(pause)
+        yield
+    finally:
+        os.close(fd)
+
+
 class State:
     def __init__(self, cluster):
         self.name = cluster
@@ -31,25 +51,10 @@ class State:
     def exists(self):
         return os.path.exists(self.path("cluster.json"))
 
-    @contextlib.contextmanager
     def lock(self, timeout=60):
         """Holds the cluster's lock; gives up after `timeout` seconds with a clear error."""
         os.makedirs(self.dir, exist_ok=True)
-        fd = os.open(self.path("lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            end = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > end:
-                        raise RuntimeError(f"another vcluster command holds {self.path('lock')} "
-                                           f"for over {timeout}s")
-                    time.sleep(0.05)
-            yield
-        finally:
-            os.close(fd)
+        return locked(self.path("lock"), timeout, 0o600, "another vcluster command holds")
 
     def read(self, name, default):
         try:

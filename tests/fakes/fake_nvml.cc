@@ -55,6 +55,9 @@ struct Gpu {
 };
 
 std::optional<std::vector<Gpu>> read_state() {
+  // The one getenv outside src/base/env: this fake stands in for the driver's library, which
+  // weft loads with dlopen and which cannot read weft's settings. WEFT_FAKE_* is declared
+  // among the tooling variables there (kToolingVariables), so weft never warns of it.
   const char* path = std::getenv("WEFT_FAKE_NVML_STATE");
   if (path == nullptr) return std::nullopt;
   std::ifstream file(path);
