@@ -3,12 +3,7 @@
 namespace weft {
 
 const char* health_state_name(HealthState state) {
-  switch (state) {
-    case HealthState::kHealthy: return "HEALTHY";
-    case HealthState::kSuspect: return "SUSPECT";
-    case HealthState::kFailing: return "FAILING";
-  }
-  return "UNKNOWN";
+  return health::state_name(static_cast<health::State>(static_cast<int>(state)));
 }
 
 namespace detail {
