@@ -68,7 +68,9 @@ std::pair<State, Reason> ScopeJudge::judge(const Rule& rule, const History& h,
 }
 
 std::optional<Change> ScopeJudge::observe(const Sample& sample, const Policy& policy) {
-  // Record the readings, keeping per counter what the longest window needs.
+  // Record the readings, keeping per counter what the longest window needs: a counter may be
+  // another rule's `per` (a ratio's denominator), so every counter keeps that much.
+  const absl::Duration keep = policy.longest_window();
   for (const Counter& c : sample.counters) {
     auto [it, added] = counters_.try_emplace(c.name);
     History& h = it->second;
@@ -85,11 +87,6 @@ std::optional<Change> ScopeJudge::observe(const Sample& sample, const Policy& po
       h.points.clear();
     }
     h.points.push_back({sample.time, c.value});
-    const Rule* rule = policy.rule_for(c.name);
-    // A counter that is some ratio's `per` keeps as much history as the ratio's window needs;
-    // the policy's window covers every default.
-    const absl::Duration keep = std::max(
-        rule != nullptr ? policy.window_of(*rule) : policy.window, policy.longest_window());
     while (h.points.size() > 2 && h.points[1].time <= sample.time - keep) h.points.pop_front();
   }
   last_time_ = sample.time;

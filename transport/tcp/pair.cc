@@ -87,6 +87,11 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
     // Collectives send small latency-bound messages; Nagle would hold them back.
     const int one = 1;
     setsockopt(fds_[r], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+}
+
+void TcpPair::name_rails() const {
+  for (size_t r = 0; r < rails_; ++r) {
     SockAddr local;
     socklen_t len = sizeof local.storage;
     if (getsockname(fds_[r], reinterpret_cast<sockaddr*>(&local.storage), &len) == 0) {
@@ -99,6 +104,7 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
       if (rail_ifnames_[q] == rail_ifnames_[r]) absl::StrAppend(&rail_ifnames_[r], "#", r);
     }
   }
+  rails_named_ = true;
 }
 
 TcpPair::~TcpPair() {
@@ -243,6 +249,7 @@ PairStats TcpPair::stats() const {
 }
 
 void TcpPair::read_path_counters(PathCounterSink sink) const {
+  if (!rails_named_) name_rails();
   for (size_t r = 0; r < rails_; ++r) {
     SocketPathInfo info;
     if (!read_socket_path_info(fds_[r], &info)) continue;

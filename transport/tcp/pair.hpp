@@ -121,8 +121,13 @@ class TcpPair : public Pair {
   LinkCounter bytes_received_;
   LinkCounter errors_;
   std::array<RailCounters, kMaxRails> rail_counters_;  ///< striped links only
-  // The local interface each socket leaves from (empty: none found), for the health monitor.
-  std::array<std::string, kMaxRails> rail_ifnames_;
+  /// Names each rail by the local interface its socket leaves from (getifaddrs: a few
+  /// system calls), on the health monitor's thread at its first reading rather than while a
+  /// collective waits for the link to open.
+  void name_rails() const;
+  // Empty: none found. Written and read by the health monitor's thread alone.
+  mutable std::array<std::string, kMaxRails> rail_ifnames_;
+  mutable bool rails_named_ = false;
 };
 
 }  // namespace weft::transport::tcp
