@@ -136,6 +136,15 @@ void Waiter::watch_for_stall(transport::Pair* a, transport::Pair* b) {
   if (b != nullptr && b != a) b->note_stall();
 }
 
+namespace {
+thread_local LinkTending* current_tending = nullptr;
+}  // namespace
+
+TendingScope::TendingScope(LinkTending* tending) : previous_(current_tending) {
+  current_tending = tending;
+}
+TendingScope::~TendingScope() { current_tending = previous_; }
+
 absl::Status Waiter::after_pass(bool moved, transport::Pair* a, transport::Pair* b) {
   if (moved) {
     backoff_.reset();
@@ -145,6 +154,9 @@ absl::Status Waiter::after_pass(bool moved, transport::Pair* a, transport::Pair*
   }
   // Liveness checks cost a system call: only once the wait has gone past spinning.
   if (backoff_.is_sleeping() && backoff_.rounds() % 64 == 0) {
+    // Every link of the call's communicator answers its peer meanwhile (acknowledgements,
+    // bytes to send again after a path failure), including links this wait is not about.
+    if (current_tending != nullptr) current_tending->tend_links();
     watch_for_stall(a, b);
     for (transport::Pair* p : {a, b}) {
       if (p == nullptr) continue;

@@ -108,6 +108,27 @@ class IdleCopy {
 absl::StatusOr<size_t> receive_into(transport::Pair& pair, Landing& landing,
                                     size_t max = static_cast<size_t>(-1));
 
+/// What keeps every link of a communicator answering its peer while a wait naps (tcp:
+/// acknowledgements, bytes sent again after a path failure), links the wait is not about
+/// included. The communicator sets it for the thread that runs its call (TendingScope).
+class LinkTending {
+ public:
+  virtual ~LinkTending() = default;
+  virtual void tend_links() = 0;
+};
+
+/// Sets the calling thread's LinkTending for the scope's life.
+class TendingScope {
+ public:
+  explicit TendingScope(LinkTending* tending);
+  ~TendingScope();
+  TendingScope(const TendingScope&) = delete;
+  TendingScope& operator=(const TendingScope&) = delete;
+
+ private:
+  LinkTending* previous_;
+};
+
 /// Decides what to do when a pass over the links moved nothing: back off, check that the
 /// peers live, and fail with a message naming the collective and the peers at the deadline.
 class Waiter {

@@ -1,9 +1,13 @@
 #include "src/comm.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <new>
 
@@ -72,6 +76,21 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   init.socket_ifname = listen_ifname(comm->config_.socket_ifname, every_rank_here);
   init.ring_bytes = comm->config_.shm_ring_bytes;
   init.single_copy_bytes = comm->config_.shm_single_copy_bytes;
+  init.checksum = comm->config_.checksum;
+  init.path_timeout_ms = comm->config_.path_timeout_ms;
+  init.sockets_per_rail = comm->config_.sockets_per_rail;
+  if (const auto& kill = comm->config_.inject_path_kill; kill && kill->rank == rank) {
+    init.faults.kill_peer = kill->peer;
+    init.faults.kill_at = kill->at;
+    init.faults.kill_header_bytes = kill->header_bytes;
+  }
+  init.faults.corrupt_rate = comm->config_.inject_corrupt_rate;
+  for (const auto& [to, from] : comm->config_.inject_corrupt_links) {
+    if (to == rank) init.faults.corrupt_peers.push_back(from);
+  }
+  if (!comm->config_.inject_corrupt_links.empty() && init.faults.corrupt_peers.empty()) {
+    init.faults.corrupt_rate = 0;  // the named links are other ranks'
+  }
   PeerInfo self;
   self.rank = rank;
   self.pid = getpid();
@@ -92,6 +111,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   control.job_id = job_id ^ kControlJobSalt;
   control.refused_means_gone = true;
   control.single_rail = true;
+  control.faults = {};  // injected faults are the data links'
   control.blame = &comm->blame_;
   comm->control_init_ = control;
   auto control_transport = transport::make_transport("tcp", control);
@@ -125,6 +145,19 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   Backoff::set_oversubscribed(on_this_machine > (cores > 0 ? cores : 1));
   comm->links_.resize(size);
   comm->failed_connects_.reset(new transport::LinkCounter[size]);
+  bool any_tcp = false;
+  for (int peer = 0; peer < size; ++peer) {
+    const transport::Transport* t = peer == rank ? nullptr : comm->topology_.transport_to(peer);
+    any_tcp |= t != nullptr && t->name() == "tcp";
+  }
+  if (any_tcp) {
+    Comm* c = comm.get();
+    comm->tender_ = std::make_unique<LinkTender>(&comm->calls_mu_, [c] {
+      MutexLock lock(&c->links_mu_);
+      c->tend_links();
+      if (!c->config_.inject_file.empty()) c->apply_inject_file();
+    });
+  }
   if (comm->watch_) {
     Waiter::set_stall_after(comm->config_.timeout * comm->config_.health_stall_fraction);
     Comm* c = comm.get();
@@ -170,8 +203,13 @@ std::vector<LinkStats> Comm::link_stats() const {
   for (int peer = 0; peer < size_; ++peer) {
     if (links_[peer] == nullptr) continue;
     const transport::PairStats s = links_[peer]->stats();
-    out.push_back({peer, std::string(topology_.transport_to(peer)->name()), s.bytes_sent,
-                   s.bytes_received, s.errors});
+    LinkStats l;
+    l.peer = peer;
+    l.transport = std::string(topology_.transport_to(peer)->name());
+    l.bytes_sent = s.bytes_sent, l.bytes_received = s.bytes_received, l.errors = s.errors;
+    l.path_failures = s.path_failures, l.resumptions = s.resumptions;
+    l.bytes_resent = s.bytes_resent, l.checksum_errors = s.checksum_errors;
+    out.push_back(std::move(l));
   }
   return out;
 }
@@ -240,8 +278,48 @@ absl::Status Comm::validate(const CollectiveArgs& args) const {
   return absl::OkStatus();
 }
 
+void Comm::apply_inject_file() {
+  const absl::Time now = absl::Now();
+  if (now < inject_next_) return;
+  inject_next_ = now + absl::Milliseconds(500);
+  struct stat st {};
+  const int64_t stamp = ::stat(config_.inject_file.c_str(), &st) == 0
+                            ? static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000007 +
+                                  st.st_mtim.tv_nsec + static_cast<int64_t>(st.st_size)
+                            : 0;
+  if (stamp != inject_stamp_) {
+    inject_stamp_ = stamp;
+    std::string text;
+    if (stamp != 0) {
+      std::ifstream in(config_.inject_file);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    auto parsed = parse_inject_file(text);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "weft: rank %d ignores WEFT_INJECT_FILE %s: %s\n", rank_,
+                   config_.inject_file.c_str(), std::string(parsed.status().message()).c_str());
+      return;
+    }
+    injected_ = *std::move(parsed);
+  }
+  // Links opened since the last read get the faults too.
+  for (int peer = 0; peer < size_; ++peer) {
+    if (links_[peer] == nullptr) continue;
+    links_[peer]->inject_corruption(
+        corruption_for(injected_, topology_.peers()[peer].address_of("tcp")));
+  }
+}
+
+void Comm::tend_links() {
+  for (auto& link : links_) {
+    if (link != nullptr) link->tend();
+  }
+}
+
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
+  MutexLock calls(&calls_mu_);
+  TendingScope tending(this);
   const size_t bytes = args.count * args.elem_bytes() *
                        (args.kind == CollectiveKind::kAllgather ? static_cast<size_t>(size_) : 1);
   // Without a per-call name the choice depends only on the kind and the size, and training

@@ -10,11 +10,14 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/algorithm.hpp"
+#include "collectives/stream.hpp"
 #include "src/base/env.hpp"
 #include "src/base/job_secret.hpp"
 #include "src/base/mutex.hpp"
 #include "src/health/monitor.hpp"
 #include "src/health/watch.hpp"
+#include "src/inject_file.hpp"
+#include "src/link_tender.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 
@@ -23,7 +26,7 @@ namespace weft::detail {
 /// Hands this rank's PeerInfo to every rank and returns all of them, indexed by rank.
 using Exchange = std::function<absl::StatusOr<std::vector<PeerInfo>>(const PeerInfo& self)>;
 
-class Comm : public LinkProvider {
+class Comm : public LinkProvider, public LinkTending {
  public:
   /// Builds the communicator: transports listen, `exchange` meets the other ranks, the
   /// topology and the schedule are derived. `job_id` and `secret` must be the same on every
@@ -60,6 +63,11 @@ class Comm : public LinkProvider {
   /// (src/shrink.hpp); `dropped` gets the ranks left out. This communicator is unusable
   /// afterwards. A zero timeout means WEFT_TIMEOUT.
   absl::StatusOr<std::unique_ptr<Comm>> shrink(absl::Duration timeout, std::vector<int>* dropped);
+
+  /// LinkTending, for the call's waits: every open link tends itself (the call's thread).
+  void tend_links() override;
+  /// On the tender's thread, every kInjectEvery: applies WEFT_INJECT_FILE to the links.
+  void apply_inject_file();
 
  private:
   Comm(int rank, int size, Config config);
@@ -115,6 +123,14 @@ class Comm : public LinkProvider {
   std::atomic<bool> failed_{false};   // failure_ is set: read on every call, without the lock
   std::atomic<bool> aborted_{false};
   uint32_t calls_ = 0;  // collectives started: the call check's sequence number
+  // WEFT_INJECT_FILE as last read (the tender's thread alone).
+  std::vector<InjectedCorruption> injected_;
+  int64_t inject_stamp_ = -1;      // the file's mtime and size when read, mixed
+  absl::Time inject_next_ = absl::InfinitePast();
+  // Held by every call; the tender looks after the links only while it is free.
+  Mutex calls_mu_;
+  // Destroyed before links_: its thread tends them between calls (tcp links only).
+  std::unique_ptr<LinkTender> tender_;
   // Declared last, so destroyed first: its monitor thread walks links_ under links_mu_.
   std::unique_ptr<health::Watch> watch_;
 };

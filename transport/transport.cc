@@ -8,7 +8,6 @@
 #include "transport/tcp/context.hpp"
 
 namespace weft::transport {
-
 absl::Status Pair::write_to_peer(uint64_t, const std::byte*, size_t) {
   return absl::UnimplementedError(absl::StrCat("the link to rank ", peer(),
                                                " cannot write into the peer's memory"));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -44,6 +45,25 @@ struct PairStats {
   uint64_t bytes_sent_single_copy = 0;  ///< of bytes_sent: read by the peer from our memory
   uint64_t bytes_received = 0;
   uint64_t errors = 0;
+  // A link that outlives its paths (tcp): what faults it survived.
+  uint64_t path_failures = 0;    ///< paths lost, either direction
+  uint64_t resumptions = 0;      ///< epochs the sender started to send again
+  uint64_t bytes_resent = 0;     ///< bytes those resumptions sent again
+  uint64_t checksum_errors = 0;  ///< received frames whose CRC32C did not match
+};
+
+/// Faults injected on links, for tests and scripts/inject (WEFT_INJECT_*).
+struct LinkFaults {
+  /// The link to this peer (-1: none) loses the outbound path that carries stream byte
+  /// kill_at: just before sending it, or, with kill_header_bytes >= 0, after that many bytes
+  /// of the header of the frame that starts at kill_at.
+  int kill_peer = -1;
+  uint64_t kill_at = 0;
+  int kill_header_bytes = -1;
+  /// Each byte received from a peer in corrupt_peers (empty: every peer) has a bit flipped
+  /// with this probability, after the sender's checksum and before the receiver's check.
+  double corrupt_rate = 0;
+  std::vector<int> corrupt_peers;
 };
 
 /// Receives one counter a link reads about one of its paths, for the health monitor:
@@ -148,6 +168,18 @@ class Pair {
   /// the caller keeps the pair alive throughout. By default a link reports nothing.
   virtual void read_path_counters(PathCounterSink sink) const {}
 
+  /// Keeps the link's own protocol moving while its caller is elsewhere (tcp: reads
+  /// acknowledgements and resend requests, sends again what a resumption owes, acknowledges
+  /// what it consumed); cheap when there is nothing to do. Never blocks. Called by waits on
+  /// other links and, between calls, by the communicator's tender (src/link_tender.hpp),
+  /// never by two threads at once.
+  virtual void tend() {}
+
+  /// A fault for tests and scripts/inject: flips a bit in each byte received with probability
+  /// `rate` (0 ends it), after the sender's checksum and before this side's check. Any
+  /// thread; transports without it ignore it.
+  virtual void inject_corruption(double rate) {}
+
   /// Counts a wait on this link that saw no byte move for the stall time (Waiter): a health
   /// counter the transports observe. Only the thread that drives the link calls it.
   void note_stall() { stalls_.add(1); }
@@ -178,9 +210,19 @@ struct TransportInit {
   /// tcp: one socket per link, on the first rail both ends share, however many they share
   /// (shrink's control plane, whose few small messages gain nothing from striping).
   bool single_rail = false;
+  /// tcp: paths a link opens per rail and direction (WEFT_SOCKETS_PER_RAIL): more to stripe
+  /// over, and to fail over between when one socket breaks.
+  int sockets_per_rail = 1;
   /// tcp: what this rank has concluded about a fault (tcp/liveness.hpp's Blame, packed), which
   /// its listener tells whoever asks whether this rank is alive; null: nothing concluded.
   const std::atomic<uint64_t>* blame = nullptr;
+  /// tcp: every data frame carries a CRC32C the receiver checks before it hands a byte over
+  /// (WEFT_CHECKSUM).
+  bool checksum = false;
+  /// tcp: a path whose sent bytes go unacknowledged this long is dead (TCP_USER_TIMEOUT;
+  /// keepalive probes an idle one as often), and the link moves on (WEFT_PATH_TIMEOUT_MS).
+  int path_timeout_ms = 5000;
+  LinkFaults faults;
 };
 
 class Transport {

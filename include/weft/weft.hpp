@@ -66,6 +66,12 @@ struct LinkStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t errors = 0;
+  // Faults the link survived (tcp; docs/LINKS.md): paths lost either way, resumptions on
+  // another path and the bytes they sent again, frames whose CRC32C did not match.
+  uint64_t path_failures = 0;
+  uint64_t resumptions = 0;
+  uint64_t bytes_resent = 0;
+  uint64_t checksum_errors = 0;
 };
 
 namespace detail {

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace weft {
 
@@ -21,7 +22,8 @@ const std::vector<const EnvVar*>& all_env_vars() {
       &env::kRelayBytes, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
       &env::kHealthRecover, &env::kHealthThresholds, &env::kHealthPolicy,
       &env::kHealthStallFraction, &env::kHealthLog, &env::kHealthEndpoint, &env::kNvmlLibrary,
-      &env::kIbSysfsRoot};
+      &env::kIbSysfsRoot, &env::kChecksum, &env::kSocketsPerRail, &env::kPathTimeoutMs, &env::kInjectPathKill,
+      &env::kInjectCorrupt, &env::kInjectFile};
   return vars;
 }
 
@@ -182,6 +184,60 @@ absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
   return absl::OkStatus();
 }
 
+absl::Status read_link_settings(const EnvLookup& lookup, Config& c) {
+  const std::string checksum = env_value(env::kChecksum, lookup);
+  if (checksum != "0" && checksum != "1") {
+    return absl::InvalidArgumentError(absl::StrCat("WEFT_CHECKSUM=", checksum, " is not 0 or 1"));
+  }
+  c.checksum = checksum == "1";
+  auto per_rail = parse_number(env::kSocketsPerRail, lookup, 1, 4, "a count of sockets");
+  if (!per_rail.ok()) return per_rail.status();
+  c.sockets_per_rail = static_cast<int>(*per_rail);
+  auto timeout = parse_number(env::kPathTimeoutMs, lookup, 100, 3600000, "a number of milliseconds");
+  if (!timeout.ok()) return timeout.status();
+  c.path_timeout_ms = static_cast<int>(
+      std::min(*timeout, absl::ToDoubleMilliseconds(c.timeout) / 2));
+  const std::string kill = env_value(env::kInjectPathKill, lookup);
+  if (!kill.empty()) {
+    Config::PathKill k;
+    std::vector<std::string> parts = absl::StrSplit(kill, absl::ByAnyChar(">@+"));
+    bool ok = (parts.size() == 3 || parts.size() == 4) && absl::SimpleAtoi(parts[0], &k.rank) &&
+              absl::SimpleAtoi(parts[1], &k.peer) && absl::SimpleAtoi(parts[2], &k.at);
+    if (ok && parts.size() == 4) {
+      ok = parts[3].size() > 1 && parts[3][0] == 'h' &&
+           absl::SimpleAtoi(parts[3].substr(1), &k.header_bytes) && k.header_bytes >= 0 &&
+           k.header_bytes < 32;
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WEFT_INJECT_PATH_KILL=", kill, " is not RANK>PEER@BYTE or RANK>PEER@BYTE+hN (N < 32)"));
+    }
+    c.inject_path_kill = k;
+  }
+  c.inject_file = env_value(env::kInjectFile, lookup);
+  const std::string corrupt = env_value(env::kInjectCorrupt, lookup);
+  if (!corrupt.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(corrupt, absl::MaxSplits('@', 1));
+    bool ok = absl::SimpleAtod(parts[0], &c.inject_corrupt_rate) && c.inject_corrupt_rate > 0 &&
+              c.inject_corrupt_rate <= 1;
+    if (ok && parts.size() == 2) {
+      for (const std::string& link : std::vector<std::string>(absl::StrSplit(parts[1], ','))) {
+        std::vector<std::string> ends = absl::StrSplit(link, '-');
+        std::pair<int, int> p;
+        ok = ok && ends.size() == 2 && absl::SimpleAtoi(ends[0], &p.first) &&
+             absl::SimpleAtoi(ends[1], &p.second);
+        c.inject_corrupt_links.push_back(p);
+      }
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WEFT_INJECT_CORRUPT=", corrupt,
+          " is not RATE or RATE@RANK-PEER,... with 0 < RATE <= 1, e.g. 1e-6@0-1,1-0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
@@ -215,6 +271,7 @@ absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   if (!relay.ok()) return relay.status();
   c.relay_bytes = *relay;
   if (absl::Status s = read_health_settings(lookup, c); !s.ok()) return s;
+  if (absl::Status s = read_link_settings(lookup, c); !s.ok()) return s;
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -121,6 +122,33 @@ inline constexpr EnvVar kIbSysfsRoot{
     "WEFT_IB_SYSFS_ROOT", "/sys",
     "the sysfs root the health monitor reads InfiniBand ports and counters under "
     "(class/infiniband/<dev>/ports/<p>/)"};
+inline constexpr EnvVar kChecksum{
+    "WEFT_CHECKSUM", "0",
+    "1: every tcp data frame carries a CRC32C that the receiver checks before it hands a byte "
+    "over; a mismatch is counted and the bytes are sent again (docs/LINKS.md)"};
+inline constexpr EnvVar kSocketsPerRail{
+    "WEFT_SOCKETS_PER_RAIL", "1",
+    "tcp paths a link opens per rail and direction (1-4): more sockets to stripe over, and "
+    "others to move to when one breaks (16 per direction at most)"};
+inline constexpr EnvVar kPathTimeoutMs{
+    "WEFT_PATH_TIMEOUT_MS", "5000",
+    "a tcp path whose sent bytes go unacknowledged this long (or an idle one that stops "
+    "answering keepalive probes) is dead, and its link moves to another path; at most half "
+    "of WEFT_TIMEOUT"};
+inline constexpr EnvVar kInjectPathKill{
+    "WEFT_INJECT_PATH_KILL", "",
+    "fault injection: RANK>PEER@BYTE kills the path that carries byte BYTE of RANK's stream "
+    "to PEER just before sending it; RANK>PEER@BYTE+hN after N bytes of the header of the "
+    "frame that starts there"};
+inline constexpr EnvVar kInjectCorrupt{
+    "WEFT_INJECT_CORRUPT", "",
+    "fault injection: RATE[@RANK-PEER,...] flips a bit in each byte RANK receives from PEER "
+    "over tcp with probability RATE, after the sender's checksum and before the receiver's "
+    "check (no list: every link)"};
+inline constexpr EnvVar kInjectFile{
+    "WEFT_INJECT_FILE", "",
+    "fault injection: a file of faults the job re-reads while it runs (src/inject_file.hpp; "
+    "the virtual cluster's hosts set it for scripts/inject corrupt)"};
 }  // namespace env
 
 /// Names that weft's scripts, tests and virtual cluster read, not the library: never
@@ -172,6 +200,19 @@ struct Config {
   int health_endpoint_port = 0;  ///< 0: no endpoint
   std::string nvml_library;      ///< "none": do not load NVML
   std::string ib_sysfs_root;
+  // Links that outlive their paths (transport/tcp).
+  bool checksum = false;
+  int path_timeout_ms = 5000;
+  int sockets_per_rail = 1;
+  struct PathKill {
+    int rank = -1, peer = -1;
+    uint64_t at = 0;
+    int header_bytes = -1;
+  };
+  std::optional<PathKill> inject_path_kill;
+  double inject_corrupt_rate = 0;
+  std::vector<std::pair<int, int>> inject_corrupt_links;  ///< (receiving rank, peer); empty: all
+  std::string inject_file;
 
   /// Parses and validates every variable; errors name the variable and the bad value.
   static absl::StatusOr<Config> from_env(const EnvLookup& lookup = read_env);

@@ -24,6 +24,10 @@ void LinkSource::sample(absl::Time now, std::vector<Sample>& out) {
     link.counters.push_back({"link_errors", static_cast<double>(stats.errors)});
     link.counters.push_back({"link_bytes_sent", static_cast<double>(stats.bytes_sent)});
     link.counters.push_back({"link_bytes_received", static_cast<double>(stats.bytes_received)});
+    link.counters.push_back({"link_path_failures", static_cast<double>(stats.path_failures)});
+    link.counters.push_back({"link_resumptions", static_cast<double>(stats.resumptions)});
+    link.counters.push_back({"link_bytes_resent", static_cast<double>(stats.bytes_resent)});
+    link.counters.push_back({"link_checksum_errors", static_cast<double>(stats.checksum_errors)});
     // One sample per path, in the order the link names them; cumulative path counters also
     // add up on the link.
     const size_t first_rail = out.size() + 1;  // out gets the link's sample first

@@ -84,6 +84,11 @@ Policy Policy::defaults() {
       ratio("tcp_retransmits", "tcp_segments_sent", 200, 0.01, 0.03, absl::Seconds(2), kTcp),
       rule("link_stalls", d, 1, 3, kWeft),
       rule("link_failed_connects", d, 1, kNever, kWeft),
+      // A link that lost a path or caught corruption carries on (transport/tcp/pair.hpp), but
+      // something under it is failing; a path that died stays dead.
+      rule("link_path_failures", d, 1, kNever, kWeft),
+      rule("link_checksum_errors", d, 1, 10, kWeft),
+      rule("path_down", v, kNever, 1, kWeft),
       rule("ecc_uncorrected", d, kNever, 1, kDcgm),
       rule("ecc_corrected", r, 10, kNever, kDcgm),
       rule("nvlink_replay", d, 1, kNever, kDcgm),

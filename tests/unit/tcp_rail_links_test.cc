@@ -264,19 +264,21 @@ TEST(TcpRailLinks, HellosWithBadRailsAreRefused) {
   Handshake hello;
   hello.job_id = job, hello.from_rank = 0, hello.to_rank = 1, hello.size = 2;
   Serving serving(r, 1, 0, absl::Seconds(2));
-  const uint32_t bad[][2] = {{0, 2}, {1, 1}, {0, 0}, {5, 3}, {0, 0xffffffff}, {0xffffffff, 0}};
+  // Counts are of sockets: two per path, one for each direction's data (tcp/pair.hpp).
+  const uint32_t bad[][2] = {{0, 1}, {1, 1}, {0, 0}, {5, 3}, {2, 2},
+                             {0, 2 * kMaxRails + 2}, {0, 0xffffffff}, {0xffffffff, 0}};
   for (const auto& [rail, count] : bad) {
-    SCOPED_TRACE(absl::StrCat("rail ", rail, " of ", count));
+    SCOPED_TRACE(absl::StrCat("socket ", rail, " of ", count));
     hello.rail = rail, hello.rail_count = count, hello.nonce = fresh_nonce();
     const Handshake ack = ack_for(listener, hello);
     EXPECT_EQ(ack.magic, kHandshakeMagic) << "no ack";
     EXPECT_EQ(ack.verdict, kRejected);
   }
-  hello.rail = 0, hello.rail_count = 1, hello.nonce = fresh_nonce();
+  hello.rail = 1, hello.rail_count = 2, hello.nonce = fresh_nonce();
   const Handshake good = ack_for(listener, hello);  // acked, then dropped without a proof
   EXPECT_EQ(good.verdict, kAccepted);
-  EXPECT_EQ(good.rail, 0u);
-  EXPECT_EQ(good.rail_count, 1u);
+  EXPECT_EQ(good.rail, 1u);
+  EXPECT_EQ(good.rail_count, 2u);
   EXPECT_EQ(serving.result().code(), absl::StatusCode::kDeadlineExceeded) << serving.result();
   // The real ranks still connect.
   std::unique_ptr<Pair> a, b;
@@ -298,10 +300,11 @@ TEST(TcpRailLinks, ALinkWaitsForAllItsRails) {
   Handshake hello;
   hello.job_id = job, hello.from_rank = 0, hello.to_rank = 1, hello.size = 2;
   for (const auto& [rail, count] : std::vector<std::pair<uint32_t, uint32_t>>{{2, 2}, {0, 3}}) {
+    // Socket 2 of 2 does not exist; 3 is not two sockets a path.
     hello.rail = rail, hello.rail_count = count, hello.nonce = fresh_nonce();
     EXPECT_EQ(ack_for((*listeners)[0], hello).verdict, kRejected) << rail << " of " << count;
   }
-  // Rail 1 of 2, by hand and with the right proof; rail 0 never comes.
+  // Socket 1 of 2, by hand and with the right proof; socket 0 never comes.
   const int fd = dial_raw((*listeners)[1]);
   ASSERT_GE(fd, 0);
   hello.rail = 1, hello.rail_count = 2, hello.nonce = fresh_nonce();
@@ -315,7 +318,7 @@ TEST(TcpRailLinks, ALinkWaitsForAllItsRails) {
   ASSERT_EQ(::send(fd, proof.data(), proof.size(), MSG_NOSIGNAL), ssize_t(proof.size()));
   const absl::Status link = serving.result();
   ASSERT_EQ(link.code(), absl::StatusCode::kDeadlineExceeded) << link;
-  EXPECT_NE(link.message().find("1 of the link's 2 rail sockets arrived"), absl::string_view::npos)
+  EXPECT_NE(link.message().find("1 of the link's 2 sockets arrived"), absl::string_view::npos)
       << link;
   ::close(fd);
   // The real rank 0 dials both rails; its rail 1 replaces the hand-made one.

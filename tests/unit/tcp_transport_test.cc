@@ -19,6 +19,7 @@
 #include "tests/unit/transport_harness.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/context.hpp"
+#include "transport/tcp/frame.hpp"
 #include "transport/tcp/handshake.hpp"
 #include "transport/tcp/liveness.hpp"
 #include "transport/tcp/pair.hpp"
@@ -181,8 +182,12 @@ TEST(TcpTransport, OnlyDialersThatProveTheSecretAreTaken) {
   ASSERT_EQ(impostor.transports.size(), 2u);
   const std::string listener = r.transports[1]->address();
   tcp::Handshake h;
+  // A one-rail link is two sockets, one per direction's data (tcp/pair.hpp): this is socket 0.
   h.job_id = job, h.from_rank = 0, h.to_rank = 1, h.size = 2, h.nonce = fresh_nonce();
+  h.rail = 0, h.rail_count = 2;
   const tcp::HelloWire hello = tcp::encode_hello(h);
+  h.rail = 1, h.nonce = fresh_nonce();
+  const tcp::HelloWire hello_back = tcp::encode_hello(h);
   auto send_raw = [](int fd, const void* data, size_t len) {
     return ::send(fd, data, len, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
   };
@@ -213,15 +218,29 @@ TEST(TcpTransport, OnlyDialersThatProveTheSecretAreTaken) {
     send_raw(stranger, guess.data(), guess.size());
     stranger_closed = closed_within(stranger, absl::Seconds(3));
     ::close(stranger);
-    // Rank 0 by hand, recorded: hello, ack, proof; its link is taken.
-    const int honest = dial_raw(listener);
-    send_raw(honest, hello.data(), hello.size());
-    const std::string ack = read_raw(honest, tcp::kAckBytes, absl::Seconds(3));
-    if (ack.size() != tcp::kAckBytes) return absl::InternalError("no ack for the honest hello");
-    tcp::AckWire ack_wire{};
-    std::memcpy(ack_wire.data(), ack.data(), ack.size());
-    const Proof proof = tcp::dialer_proof(kTestSecret, hello, ack_wire);
-    send_raw(honest, proof.data(), proof.size());
+    // Rank 0 by hand, recorded: hello, ack, proof on each of its two sockets; its link is
+    // taken, and the first frame on socket 0 carries a word.
+    std::string ack;
+    Proof proof{};
+    int honest_fds[2] = {-1, -1};
+    for (int k = 0; k < 2; ++k) {
+      const tcp::HelloWire& mine = k == 0 ? hello : hello_back;
+      honest_fds[k] = dial_raw(listener);
+      send_raw(honest_fds[k], mine.data(), mine.size());
+      const std::string a = read_raw(honest_fds[k], tcp::kAckBytes, absl::Seconds(3));
+      if (a.size() != tcp::kAckBytes) return absl::InternalError("no ack for the honest hello");
+      tcp::AckWire ack_wire{};
+      std::memcpy(ack_wire.data(), a.data(), a.size());
+      const Proof p = tcp::dialer_proof(kTestSecret, mine, ack_wire);
+      send_raw(honest_fds[k], p.data(), p.size());
+      if (k == 0) ack = a, proof = p;
+    }
+    const int honest = honest_fds[0];
+    tcp::Frame frame;
+    frame.length = 4;
+    std::byte header[tcp::kFrameHeaderBytes];
+    tcp::encode_frame(frame, header);
+    send_raw(honest, header, sizeof header);
     const char word[] = "hand";
     send_raw(honest, word, 4);
     while (!first_taken && !deadline.expired()) absl::SleepFor(absl::Milliseconds(1));
@@ -233,7 +252,8 @@ TEST(TcpTransport, OnlyDialersThatProveTheSecretAreTaken) {
     send_raw(replay, proof.data(), proof.size());
     replay_closed = closed_within(replay, absl::Seconds(3));
     ::close(replay);
-    ::close(honest);
+    ::close(honest_fds[0]);
+    ::close(honest_fds[1]);
     auto p = r.transports[0]->connect(r.infos[1], deadline);
     if (!p.ok()) return p.status();
     p01 = std::move(*p);

@@ -130,16 +130,21 @@ absl::StatusOr<std::vector<std::unique_ptr<Dial>>> TcpTransport::plan_dials(
   }
   const std::vector<Route> routes =
       plan_routes(rails_, *remote, init_.single_rail ? 1 : kMaxRails);
-  const uint32_t count = static_cast<uint32_t>(routes.size());
+  // Each direction's data has its own sockets (pair.hpp), sockets_per_rail a rail: socket
+  // k < K carries this (lower) rank's data on route k % routes, socket K + k the peer's.
+  const uint32_t rails = static_cast<uint32_t>(routes.size());
+  const uint32_t per_rail = init_.single_rail ? 1 : static_cast<uint32_t>(init_.sockets_per_rail);
+  const uint32_t paths = std::min<uint32_t>(rails * per_rail, kMaxRails);
+  const uint32_t count = 2 * paths;
   std::vector<std::unique_ptr<Dial>> dials;
   for (uint32_t k = 0; k < count; ++k) {
-    const Route& route = routes[k];
+    const Route& route = routes[(k % paths) % rails];
     const SockAddr& to = (*remote)[route.remote];
     // A link over one socket leaves from wherever routing says, as links always have; a
     // striped link sends each socket from its own rail, which routing alone may not do
     // when rails share a subnet.
     std::optional<SockAddr> from;
-    if (count > 1) from = rails_[route.local_rail].addr;
+    if (rails > 1) from = rails_[route.local_rail].addr;
     dials.push_back(std::make_unique<Dial>(init_, peer.rank, format_address(to), to, from, k, count));
   }
   return dials;
@@ -191,7 +196,7 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
           for (auto& d : dials) link.push_back(std::exchange(d->fd, -1));
         }
       }
-      if (!link.empty()) return std::make_unique<TcpPair>(link, rank, peer.rank, peer_addr);
+      if (!link.empty()) return std::make_unique<TcpPair>(link, rank, peer.rank, peer_addr, init_);
       if (deadline.expired()) return timeout_error(peer.rank, peer_addr, dials);
       listener_.add_poll_fds(fds);
     }

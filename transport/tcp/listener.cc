@@ -185,13 +185,15 @@ bool Listener::answer_hello(Pending& p) {
     why = absl::StrCat("its communicator has size ", h.size, ", this rank's ", init_.size);
   } else if (h.from_rank >= rank) {
     why = absl::StrCat("rank ", h.from_rank, " should not dial rank ", rank, " (the lower dials)");
-  } else if (h.rail_count == 0 || h.rail_count > listen_fds_.size()) {
-    // The dialer pairs its rails with our published addresses one to one.
-    why = absl::StrCat("it opens a link of ", h.rail_count, " rails, and this rank listens on ",
+  } else if (h.rail_count == 0 || h.rail_count % 2 != 0 || h.rail_count > 2 * kMaxRails) {
+    // The dialer opens an outbound and an inbound socket per path, at most kMaxRails paths.
+    why = absl::StrCat("it opens a link of ", h.rail_count,
+                       " sockets (an even number, at most ", 2 * kMaxRails,
+                       "), and this rank listens on ",
                        listen_fds_.size(), " (", address_, ")");
   } else if (h.rail >= h.rail_count) {
-    why = absl::StrCat("it claims to be rail ", h.rail, " of a link of ", h.rail_count,
-                       " rails (rails count from 0)");
+    why = absl::StrCat("it claims to be socket ", h.rail, " of a link of ", h.rail_count,
+                       " sockets (sockets count from 0)");
   }
   Handshake ack;
   ack.job_id = init_.job_id, ack.from_rank = rank, ack.to_rank = h.from_rank;
@@ -275,7 +277,7 @@ std::vector<int> Listener::take(int rank) {
   Stashed& link = it->second;
   for (uint32_t r = 0; r < link.rail_count; ++r) {
     if (!peer_hung_up(link.fds[r])) continue;
-    log_warning(absl::StrCat("tcp: rank ", rank, " closed its acked connection (rail ", r, " of ",
+    log_warning(absl::StrCat("tcp: rank ", rank, " closed its acked connection (socket ", r, " of ",
                         link.rail_count, ") to rank ", init_.rank, " before rank ", init_.rank,
                         " took it; waiting for a new one"));
     close_fd(std::exchange(link.fds[r], -1));
@@ -291,7 +293,7 @@ std::string Listener::progress_of(int rank) const {
   auto it = stash_.find(rank);
   if (it == stash_.end() || it->second.arrived == 0) return "";
   return absl::StrCat(it->second.arrived, " of the link's ", it->second.rail_count,
-                      " rail sockets arrived");
+                      " sockets arrived");
 }
 
 }  // namespace weft::transport::tcp

@@ -69,7 +69,7 @@ class Listener {
   struct Stashed {
     Stashed() { fds.fill(-1); }
     uint32_t rail_count = 0;
-    std::array<int, kMaxRails> fds;  ///< by rail; -1 until it arrives
+    std::array<int, 2 * kMaxRails> fds;  ///< by socket (pair.hpp); -1 until it arrives
     size_t arrived = 0;
   };
 

@@ -15,13 +15,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "transport/tcp/rails.hpp"
+#include "transport/tcp/inbound.hpp"
+#include "transport/tcp/outbound.hpp"
 #include "transport/tcp/tcp_info.hpp"
 
 namespace weft::transport::tcp {
 namespace {
 
-// A link carries both ways at once (every ring step sends and receives), and a socket call
-// holds the socket's lock while the kernel copies: packets the peer sends meanwhile wait in
+// kMaxSendPerCall and kMaxRecvPerCall (pair.hpp). A link carries both ways at once (every
+// ring step sends and receives), and a socket call holds the socket's lock while the kernel
+// copies: packets the peer sends meanwhile wait in
 // the socket's backlog, and a receive queue left unread closes the peer's window. One long
 // send (a whole 128 MiB segment) thus runs the link half duplex. Short calls that alternate
 // with the other direction keep both busy: between two virtual-cluster hosts, 128 KiB sends
@@ -30,8 +33,6 @@ namespace {
 // 2.2-2.4. They cost 5-10% on four such hosts, where four ranks share two cores and each
 // extra call takes CPU from a peer: a real host has cores of its own. The caps also keep one
 // fast link from starving the other links a progress loop drives.
-constexpr size_t kMaxSendPerCall = 128 << 10;
-constexpr size_t kMaxRecvPerCall = kStagingBytes;
 
 int get_int_option(int fd, int level, int name) {
   int value = 0;
@@ -59,8 +60,6 @@ bool kernel_grants_buffers() {
   return granted;
 }
 
-bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
-
 }  // namespace
 
 void tune_socket_buffers(int fd) {
@@ -70,48 +69,67 @@ void tune_socket_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
 }
 
-TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
-                 std::string peer_address)
-    : rails_(std::clamp<size_t>(fds.size(), 1, kMaxRails)),
-      self_rank_(self_rank),
-      peer_rank_(peer_rank),
-      peer_address_(std::move(peer_address)),
-      staging_(new std::byte[kStagingBytes]) {
-  fds_.fill(-1);
-  std::copy_n(fds.begin(), std::min(fds.size(), kMaxRails), fds_.begin());
-  // Touch every page now so the first receives do not fault them in.
-  std::memset(staging_.get(), 0, kStagingBytes);
-  for (size_t r = 0; r < rails_; ++r) {
-    const int flags = fcntl(fds_[r], F_GETFL, 0);
-    if (flags >= 0) fcntl(fds_[r], F_SETFL, flags | O_NONBLOCK);
-    // Collectives send small latency-bound messages; Nagle would hold them back.
-    const int one = 1;
-    setsockopt(fds_[r], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
+// Paths that stop acknowledging die after the path timeout; an idle one is probed as often,
+// so a partition is found on both ends whether or not data was in flight.
+static void set_path_timeout(int fd, int timeout_ms) {
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  const int probe_s = std::max(1, timeout_ms / 3000);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &probe_s, sizeof probe_s);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &probe_s, sizeof probe_s);
+  const int probes = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  const unsigned int user_timeout = static_cast<unsigned int>(timeout_ms);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
-void TcpPair::name_rails() const {
+TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
+                 std::string peer_address, const TransportInit& init)
+    : rails_(std::clamp<size_t>(fds.size() / 2, 1, kMaxRails)),
+      self_rank_(self_rank),
+      peer_rank_(peer_rank),
+      events_(self_rank, peer_rank, std::move(peer_address)) {
+  for (size_t i = 0; i < fds.size() && i < 2 * kMaxRails; ++i) {
+    const int fd = fds[i];
+    const int flags = fcntl(fd, F_GETFL, 0);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    // Collectives send small latency-bound messages; Nagle would hold them back.
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_path_timeout(fd, init.path_timeout_ms);
+    paths_.push_back(std::make_unique<Path>(fd, absl::StrCat("path ", i % rails_)));
+  }
+  const bool lower = self_rank < peer_rank;
+  out_base_ = lower ? 0 : rails_;
+  in_base_ = lower ? rails_ : 0;
+  std::vector<Path*> out, in;
+  for (size_t r = 0; r < rails_; ++r) {
+    out.push_back(paths_[out_base_ + r].get());
+    in.push_back(paths_[in_base_ + r].get());
+  }
+  out_ = std::make_unique<Outbound>(out, init.checksum, init.faults, &events_);
+  in_ = std::make_unique<Inbound>(in, init.faults, &events_);
+}
+
+TcpPair::~TcpPair() = default;
+
+void TcpPair::name_paths() const {
+  path_ifnames_.assign(rails_, std::string());
   for (size_t r = 0; r < rails_; ++r) {
     SockAddr local;
     socklen_t len = sizeof local.storage;
-    if (getsockname(fds_[r], reinterpret_cast<sockaddr*>(&local.storage), &len) == 0) {
+    if (getsockname(paths_[out_base_ + r]->fd(), reinterpret_cast<sockaddr*>(&local.storage),
+                    &len) == 0) {
       local.len = len;
-      if (auto ifname = interface_holding(local); ifname.ok()) rail_ifnames_[r] = *ifname;
+      if (auto ifname = interface_holding(local); ifname.ok()) path_ifnames_[r] = *ifname;
     }
     // Rails are distinct interfaces; sockets that share one (a test's, over loopback) still
     // need names of their own, as the health monitor tells paths apart by name.
     for (size_t q = 0; q < r; ++q) {
-      if (rail_ifnames_[q] == rail_ifnames_[r]) absl::StrAppend(&rail_ifnames_[r], "#", r);
+      if (path_ifnames_[q] == path_ifnames_[r]) absl::StrAppend(&path_ifnames_[r], "#", r);
     }
   }
-  rails_named_ = true;
-}
-
-TcpPair::~TcpPair() {
-  for (size_t r = 0; r < rails_; ++r) {
-    ::shutdown(fds_[r], SHUT_RDWR);
-    ::close(fds_[r]);
-  }
+  paths_named_ = true;
 }
 
 absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
@@ -125,39 +143,8 @@ absl::StatusOr<size_t> TcpPair::send_some_more(const std::byte* data, size_t len
 }
 
 absl::StatusOr<size_t> TcpPair::send_flagged(const std::byte* data, size_t len, int flags) {
-  if (!broken_.ok()) return broken_;
-  if (!send_broken_.ok()) return send_broken_;
-  if (len == 0) return size_t{0};
-  len = std::min(len, kMaxSendPerCall);
-  if (rails_ > 1) return send_striped(data, len);
-  const ssize_t n = ::send(fds_[0], data, len, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
-  if (n >= 0) {
-    bytes_sent_.add(static_cast<uint64_t>(n));
-    return static_cast<size_t>(n);
-  }
-  if (would_block(errno)) return size_t{0};
-  return fail_sending(errno_error("send", errno, 0));
-}
-
-// Each chunk goes whole to its own socket, in stream order: when a socket is full the call
-// stops there, since the bytes after it belong to that socket's chunk or to later chunks.
-absl::StatusOr<size_t> TcpPair::send_striped(const std::byte* data, size_t len) {
-  size_t taken = 0;
-  while (taken < len) {
-    const size_t rail = rail_at(send_offset_);
-    const size_t want = std::min(len - taken, kStripeBytes - send_offset_ % kStripeBytes);
-    const ssize_t n = ::send(fds_[rail], data + taken, want, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) {
-      if (would_block(errno)) break;
-      return fail_sending(errno_error("send", errno, rail));
-    }
-    send_offset_ += static_cast<uint64_t>(n);
-    taken += static_cast<size_t>(n);
-    rail_counters_[rail].sent.add(static_cast<uint64_t>(n));
-    if (static_cast<size_t>(n) < want) break;  // that socket is full
-  }
-  bytes_sent_.add(taken);
-  return taken;
+  if (len == 0) return out_->failed().ok() ? absl::StatusOr<size_t>(size_t{0}) : out_->failed();
+  return out_->send(data, len, flags);
 }
 
 absl::StatusOr<size_t> TcpPair::recv_some(size_t max, Sink sink) {
@@ -168,92 +155,71 @@ absl::StatusOr<size_t> TcpPair::recv_scatter(const Scatter& to, size_t max) {
   return receive(max, &to, nullptr);
 }
 
-// On a striped link the next stream byte is always on the socket of the chunk being read, so
-// an empty socket ends the call even when later chunks wait on other sockets: they stay in
-// those sockets' kernel buffers until their turn.
 absl::StatusOr<size_t> TcpPair::receive(size_t max, const Scatter* to, const Sink* sink) {
-  if (!broken_.ok()) return broken_;
-  max = std::min(max, kMaxRecvPerCall);
-  const bool striped = rails_ > 1;
-  size_t handed = 0;
-  while (handed < max) {
-    const size_t rail = striped ? rail_at(recv_offset_) : 0;
-    size_t want = max - handed;
-    if (striped) want = std::min<size_t>(want, kStripeBytes - recv_offset_ % kStripeBytes);
-    // One system call fills both places of a Scatter: a state and the data behind it.
-    iovec parts[2];
-    if (to != nullptr) {
-      const size_t first = std::min(want, to->run_from(handed));
-      parts[0] = {to->at(handed), first};
-      parts[1] = {to->rest, want - first};
-    } else {
-      want = std::min(want, kStagingBytes);
-      parts[0] = {staging_.get(), want};
-      parts[1] = {nullptr, 0};
-    }
-    msghdr message{};
-    message.msg_iov = parts;
-    message.msg_iovlen = parts[1].iov_len > 0 ? 2 : 1;
-    const ssize_t n = ::recvmsg(fds_[rail], &message, MSG_DONTWAIT);
-    if (n > 0) {
-      if (to == nullptr) (*sink)(staging_.get(), static_cast<size_t>(n));
-      handed += static_cast<size_t>(n);
-      if (striped) {
-        recv_offset_ += static_cast<uint64_t>(n);
-        rail_counters_[rail].received.add(static_cast<uint64_t>(n));
-      }
-      if (static_cast<size_t>(n) < want) break;  // drained what that socket had
-      continue;
-    }
-    // Bytes already handed over are reported first; the error shows on the next call.
-    if (handed > 0) break;
-    if (n == 0) return fail(closed_error(rail));
-    if (would_block(errno)) break;
-    return fail(errno_error("recv", errno, rail));
-  }
-  bytes_received_.add(handed);
-  return handed;
+  auto n = in_->receive(std::min(max, kMaxRecvPerCall), to, sink);
+  // A resumption the caller's sends have not finished moves along with its receives.
+  if (out_->owes()) (void)out_->tend();
+  return n;
 }
 
+void TcpPair::inject_corruption(double rate) { in_->inject_corruption(rate); }
+
+void TcpPair::tend() {
+  (void)out_->tend();
+  (void)in_->tend();
+}
+
+// A peer that exited after sending its last bytes closes every socket; those bytes stay
+// readable, so hang-ups are left to the receives, which see the stream end. Only errors
+// (resets, timeouts) are taken here; the receive side's state is what a wait depends on.
 absl::Status TcpPair::check_peer() {
-  if (!broken_.ok()) return broken_;
-  std::array<pollfd, kMaxRails> polls;
-  for (size_t r = 0; r < rails_; ++r) polls[r] = {fds_[r], POLLRDHUP, 0};
-  if (::poll(polls.data(), rails_, 0) <= 0) return absl::OkStatus();
-  // The socket the next byte comes from. A peer that sent its last bytes and exited closes
-  // every socket; the others may hold nothing more while this one still has bytes to read.
-  const size_t next = rails_ > 1 ? rail_at(recv_offset_) : 0;
-  for (size_t r = 0; r < rails_; ++r) {
-    const short revents = polls[r].revents;
-    if ((revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
-      const int err = get_int_option(fds_[r], SOL_SOCKET, SO_ERROR);
-      return fail(errno_error("poll", err > 0 ? err : ECONNRESET, r));
-    }
-    // The peer shut its side. Unread bytes it sent before that still belong to the caller;
-    // only an empty receive queue means nothing more will ever come.
-    int unread = 0;
-    if (r == next && (revents & POLLRDHUP) != 0 && ::ioctl(fds_[r], FIONREAD, &unread) == 0 &&
-        unread == 0) {
-      return fail(closed_error(r));
+  std::array<pollfd, 2 * kMaxRails> polls;
+  for (size_t i = 0; i < paths_.size(); ++i) polls[i] = {paths_[i]->fd(), POLLIN, 0};
+  if (::poll(polls.data(), paths_.size(), 0) > 0) {
+    for (size_t r = 0; r < rails_; ++r) {
+      const pollfd& o = polls[out_base_ + r];
+      if ((o.revents & POLLERR) != 0 && paths_[out_base_ + r]->alive()) {
+        const int err = get_int_option(o.fd, SOL_SOCKET, SO_ERROR);
+        out_->lost(r, absl::StrCat("poll: ", std::strerror(err > 0 ? err : ECONNRESET)));
+      }
+      const pollfd& i = polls[in_base_ + r];
+      if ((i.revents & POLLERR) != 0 && paths_[in_base_ + r]->alive()) {
+        const int err = get_int_option(i.fd, SOL_SOCKET, SO_ERROR);
+        in_->lost(r, absl::StrCat("poll: ", std::strerror(err > 0 ? err : ECONNRESET)));
+      }
     }
   }
+  (void)out_->tend();
+  if (absl::Status s = in_->tend(); !s.ok()) return s;
   return absl::OkStatus();
 }
 
 PairStats TcpPair::stats() const {
   PairStats s;
-  s.bytes_sent = bytes_sent_.get();
-  s.bytes_received = bytes_received_.get();
-  s.errors = errors_.get();
+  for (const auto& p : paths_) {
+    s.path_failures += p->failures.get();
+  }
+  for (size_t r = 0; r < rails_; ++r) {
+    s.bytes_sent += paths_[out_base_ + r]->payload_sent.get();
+    s.bytes_received += paths_[in_base_ + r]->payload_received.get();
+  }
+  s.errors = s.path_failures;
+  s.resumptions = events_.resumptions.get();
+  s.bytes_resent = events_.bytes_resent.get();
+  s.checksum_errors = events_.checksum_errors.get();
   return s;
 }
 
 void TcpPair::read_path_counters(PathCounterSink sink) const {
-  if (!rails_named_) name_rails();
+  if (!paths_named_) name_paths();
   for (size_t r = 0; r < rails_; ++r) {
+    const Path& out = *paths_[out_base_ + r];
+    const std::string_view path = path_ifnames_[r];
+    // A level: 1 once either direction's socket on this rail died (it stays dead).
+    const bool down = out.failures.get() + paths_[in_base_ + r]->failures.get() > 0;
+    sink(path, "path_down", down ? 1.0 : 0.0, false);
     SocketPathInfo info;
-    if (!read_socket_path_info(fds_[r], &info)) continue;
-    const std::string_view path = rail_ifnames_[r];
+    if (!out.alive() || !read_socket_path_info(out.fd(), &info)) continue;
     sink(path, "tcp_retransmits", static_cast<double>(info.retransmits), true);
     sink(path, "tcp_segments_sent", static_cast<double>(info.segments_sent), true);
     sink(path, "tcp_bytes_retransmitted", static_cast<double>(info.bytes_retrans), true);
@@ -267,47 +233,17 @@ void TcpPair::read_path_counters(PathCounterSink sink) const {
 
 RailStats TcpPair::rail_stats(size_t rail) const {
   if (rail >= rails_) return {};
-  if (rails_ == 1) {  // the single-socket path counts only the link's totals
-    return {bytes_sent_.get(),
-            bytes_received_.get()};
-  }
-  return {rail_counters_[rail].sent.get(),
-          rail_counters_[rail].received.get()};
+  return {paths_[out_base_ + rail]->payload_sent.get(),
+          paths_[in_base_ + rail]->payload_received.get()};
 }
 
-int TcpPair::sndbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, SO_SNDBUF); }
-int TcpPair::rcvbuf_bytes() const { return get_int_option(fds_[0], SOL_SOCKET, SO_RCVBUF); }
+size_t TcpPair::live_paths() const { return out_->live_paths(); }
 
-// A peer that closed its side may have sent its last bytes first: they stay readable, so
-// a failed send breaks only the sending direction.
-absl::Status TcpPair::fail_sending(absl::Status status) {
-  errors_.add(1);
-  send_broken_ = std::move(status);
-  return send_broken_;
+int TcpPair::sndbuf_bytes() const {
+  return get_int_option(paths_[out_base_]->fd(), SOL_SOCKET, SO_SNDBUF);
 }
-
-absl::Status TcpPair::fail(absl::Status status) {
-  errors_.add(1);
-  broken_ = std::move(status);
-  return broken_;
-}
-
-absl::Status TcpPair::errno_error(const char* op, int err, size_t rail) {
-  const std::string on_rail =
-      rails_ > 1 ? absl::StrCat(" (rail ", rail, " of ", rails_, ")") : std::string();
-  return absl::UnavailableError(absl::StrCat(
-      "tcp: rank ", self_rank_, " lost its link to peer rank ", peer_rank_, " at ",
-      peer_address_, on_rail, ": ", op, ": ", std::strerror(err), "; rank ", peer_rank_,
-      " has probably exited or crashed (check its log), or the network between them failed"));
-}
-
-absl::Status TcpPair::closed_error(size_t rail) const {
-  const std::string on_rail =
-      rails_ > 1 ? absl::StrCat(", rail ", rail, " of ", rails_) : std::string();
-  return absl::UnavailableError(absl::StrCat(
-      "tcp: peer rank ", peer_rank_, " closed the connection to rank ", self_rank_,
-      " (link to ", peer_address_, on_rail, "); rank ", peer_rank_,
-      " has probably exited or crashed: check its log"));
+int TcpPair::rcvbuf_bytes() const {
+  return get_int_option(paths_[in_base_]->fd(), SOL_SOCKET, SO_RCVBUF);
 }
 
 }  // namespace weft::transport::tcp

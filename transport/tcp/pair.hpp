@@ -1,16 +1,20 @@
-// One tcp link: one connected, non-blocking stream socket per rail the link runs over
-// (rails.hpp). Sends go straight from the caller's memory to the kernel. Receives land in a
-// staging buffer the pair allocates once (recv_some, for bytes the caller reduces), or
-// straight in the caller's memory (recv_scatter, for bytes it only copies: one copy less),
-// so nothing on the data path allocates or page-faults.
+// One tcp link: for each rail the link runs over, two connected, non-blocking sockets, one
+// per direction of data (the lower rank's data on sockets [0, K), the higher's on [K, 2K)),
+// each a Path (path.hpp). The sending half (outbound.hpp) frames, retains and stripes the
+// stream; the receiving half (inbound.hpp) reassembles it and acknowledges. Because each
+// socket carries one side's data and only the other side's acknowledgements back, an
+// acknowledgement never waits behind data the caller is not reading yet.
 //
-// Striping. With K sockets, the link's byte stream is cut by stream offset into chunks of
-// kStripeBytes, and chunk c travels on socket c % K. Both ends know K (the handshake agrees
-// on it) and count offsets the same way, so each socket stays an ordered stream, the
-// receiver reassembles by reading the sockets in turn, and no byte of header is added. A
-// message smaller than a chunk goes out in one send on one socket, as on a single-rail
-// link (it takes two only where it straddles a chunk boundary). With K = 1 the pair runs
-// the single-socket code it always ran.
+// Striping. With K outbound paths alive, the stream is cut by offset into chunks of
+// kStripeBytes from the start of the sender's epoch, and each chunk goes on the next path in
+// turn; every frame header names the path of the next frame, so the receiver reads the
+// sockets in turn. A message smaller than a chunk goes out in one frame on one socket.
+//
+// Surviving a path. A path dies on a socket error, a reset, a close, a frame out of step, or
+// unacknowledged bytes older than TransportInit::path_timeout_ms (TCP_USER_TIMEOUT, with
+// keepalive probing idle paths). The sender then resumes from the last acknowledged byte
+// over the paths left, in a new epoch; the receiver skips what it already has. The link
+// fails only when one direction has no path left, with an error naming every path tried.
 #pragma once
 
 #include <array>
@@ -24,6 +28,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "transport/tcp/address.hpp"
+#include "transport/tcp/link_events.hpp"
+#include "transport/tcp/path.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::tcp {
@@ -44,6 +50,13 @@ inline constexpr size_t kStripeBytes = 512 << 10;
 static_assert((kStripeBytes & (kStripeBytes - 1)) == 0, "offsets map to chunks by shifting");
 static_assert(kStripeBytes % kStagingBytes == 0);
 
+// A link carries both ways at once (every ring step sends and receives), and a socket call
+// holds the socket's lock while the kernel copies: short calls that alternate with the
+// other direction keep both busy (pair.cc says more). They also keep one fast link from
+// starving the other links a progress loop drives.
+inline constexpr size_t kMaxSendPerCall = 128 << 10;
+inline constexpr size_t kMaxRecvPerCall = kStagingBytes;
+
 /// Sizes the kernel buffers of `fd` before it connects (or of a listener, whose accepted
 /// sockets inherit them): kSocketBufferBytes when the kernel grants that much
 /// (net.core.[rw]mem_max); otherwise the socket keeps the kernel's autotuning, which then
@@ -56,11 +69,15 @@ struct RailStats {
   uint64_t bytes_received = 0;
 };
 
+class Outbound;
+class Inbound;
+
 class TcpPair : public Pair {
  public:
-  /// Takes ownership of `fds` (1 to kMaxRails connected sockets, in rail order; both ends
-  /// must hold the same count); `peer_address` is what the messages name.
-  TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank, std::string peer_address);
+  /// Takes ownership of `fds`: 2K connected sockets (K = 1 to kMaxRails rails), numbered as
+  /// both ends number them; `peer_address` is what the messages name.
+  TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank, std::string peer_address,
+          const TransportInit& init);
   ~TcpPair() override;
   TcpPair(const TcpPair&) = delete;
   TcpPair& operator=(const TcpPair&) = delete;
@@ -72,62 +89,43 @@ class TcpPair : public Pair {
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
   PairStats stats() const override;
-  /// TCP_INFO of every rail's socket (tcp_info.hpp), each named by its local interface.
+  /// TCP_INFO of every path's socket (tcp_info.hpp), each named by its local interface and
+  /// direction.
   void read_path_counters(PathCounterSink sink) const override;
+  void tend() override;
+  void inject_corruption(double rate) override;
 
-  /// How many sockets (rails) the link stripes over.
+  /// How many rails the link stripes over (outbound paths it started with).
   size_t rails() const { return rails_; }
-  /// What rail `rail` (< rails()) has carried; the health monitor will watch rails apart.
+  /// What rail `rail` (< rails()) has carried of the stream, each way.
   RailStats rail_stats(size_t rail) const;
+  /// Outbound paths still alive.
+  size_t live_paths() const;
 
   /// Kernel buffer sizes the first socket actually got (as getsockopt reports them), for logs.
   int sndbuf_bytes() const;
   int rcvbuf_bytes() const;
 
  private:
-  struct RailCounters {
-    LinkCounter sent;
-    LinkCounter received;
-  };
-
-  /// send_some with extra send(2) flags.
   absl::StatusOr<size_t> send_flagged(const std::byte* data, size_t len, int flags);
-  absl::StatusOr<size_t> send_striped(const std::byte* data, size_t len);
-  /// Up to `max` bytes, read to where `to` says when it is not null, else through the
-  /// staging buffer into `*sink`; on a striped link from the socket of each chunk in turn.
   absl::StatusOr<size_t> receive(size_t max, const Scatter* to, const Sink* sink);
-  /// The rail that carries the stream byte at `offset`.
-  size_t rail_at(uint64_t offset) const { return (offset / kStripeBytes) % rails_; }
-  /// Records the first fatal error; every later call returns it without touching a socket.
-  absl::Status fail(absl::Status status);
-  /// Records a failed send: later sends return it, receives go on until the stream ends.
-  absl::Status fail_sending(absl::Status status);
-  absl::Status errno_error(const char* op, int err, size_t rail);
-  absl::Status closed_error(size_t rail) const;
+  /// Names each path by the local interface its socket leaves from (getifaddrs: a few
+  /// system calls), on the health monitor's thread at its first reading rather than while a
+  /// collective waits for the link to open.
+  void name_paths() const;
 
-  std::array<int, kMaxRails> fds_{};
   const size_t rails_;
   const int self_rank_;
   const int peer_rank_;
-  const std::string peer_address_;
-  std::unique_ptr<std::byte[]> staging_;
-  absl::Status broken_;       // the link is lost both ways
-  absl::Status send_broken_;  // a send failed; what the peer sent before may still be read
-  // Stream offsets, used only by the thread that drives the link (striped links only).
-  uint64_t send_offset_ = 0;
-  uint64_t recv_offset_ = 0;
-  // LinkCounters: the health monitor reads stats() from its own thread.
-  LinkCounter bytes_sent_;
-  LinkCounter bytes_received_;
-  LinkCounter errors_;
-  std::array<RailCounters, kMaxRails> rail_counters_;  ///< striped links only
-  /// Names each rail by the local interface its socket leaves from (getifaddrs: a few
-  /// system calls), on the health monitor's thread at its first reading rather than while a
-  /// collective waits for the link to open.
-  void name_rails() const;
+  LinkEvents events_;
+  std::vector<std::unique_ptr<Path>> paths_;  ///< [0, K): the lower rank's data; [K, 2K)
+  std::unique_ptr<Outbound> out_;
+  std::unique_ptr<Inbound> in_;
+  size_t out_base_ = 0;  ///< paths_[out_base_ + r] carries this side's data on rail r
+  size_t in_base_ = 0;
   // Empty: none found. Written and read by the health monitor's thread alone.
-  mutable std::array<std::string, kMaxRails> rail_ifnames_;
-  mutable bool rails_named_ = false;
+  mutable std::vector<std::string> path_ifnames_;
+  mutable bool paths_named_ = false;
 };
 
 }  // namespace weft::transport::tcp

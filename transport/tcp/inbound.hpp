@@ -1,0 +1,85 @@
+// The receiving half of a tcp link. It reads frames (frame.hpp) from the inbound paths in
+// the order their headers say (each names the path of the next), hands over the bytes at
+// the stream offset it expects next and skips what it already has: frames of an epoch the
+// sender has left behind, and bytes sent again. It acknowledges what it consumed every
+// kAckEveryBytes, and asks the sender to resume when a path fails or a checksum does not
+// match; until the sender's next epoch arrives it drops everything older.
+#pragma once
+
+#include <cstddef>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transport/tcp/link_events.hpp"
+#include "transport/tcp/path.hpp"
+#include "transport/transport.hpp"
+
+namespace weft::transport::tcp {
+
+class Inbound {
+ public:
+  Inbound(std::vector<Path*> paths, const LinkFaults& faults, LinkEvents* events);
+
+  /// Up to `max` bytes, to where `to` says (not null) or through `sink`.
+  absl::StatusOr<size_t> receive(size_t max, const Scatter* to, const Sink* sink);
+  /// Sends what is owed (an acknowledgement, a resend request) while the caller waits.
+  absl::Status tend();
+  /// A socket of `path` reported an error or hang-up (check_peer's poll).
+  void lost(size_t path, std::string cause);
+
+  const absl::Status& failed() const { return failed_; }
+  /// Sets the corruption rate from another thread (scripts/inject); the next receive uses it.
+  void inject_corruption(double rate) { injected_rate_.store(rate, std::memory_order_relaxed); }
+
+ private:
+  struct Head {
+    std::optional<Frame> frame;
+    uint32_t used = 0;  ///< payload bytes of the frame read so far
+  };
+
+  /// The path whose head frame holds the next byte, reading headers and dropping stale
+  /// frames on the way; nullopt when none holds it yet.
+  std::optional<size_t> find_next();
+  /// Reads the head header of `path` if none is held; false when none is there yet.
+  bool have_head(size_t path);
+  bool stale(const Head& h) const;
+  /// Drops what is there of `path`'s head frame's payload; true once it is all dropped.
+  bool drop_payload(size_t path);
+  /// Reads a checksummed frame whole and checks it; true once it may be handed over.
+  bool verify(size_t path);
+  void ask_resend(const std::string& why);
+  void send_control(const Frame& f, size_t path);
+  void flush_control();
+  void maybe_ack(size_t path);
+  void corrupt(std::byte* data, size_t len);
+  void frame_done(size_t path);
+
+  std::vector<Path*> paths_;
+  LinkEvents* events_;
+  std::vector<Head> heads_;
+  std::unique_ptr<std::byte[]> staging_;  ///< kStagingBytes: sink reads and drops
+  std::unique_ptr<std::byte[]> checked_;  ///< kChecksumFrameBytes: a frame being verified
+  std::optional<size_t> checked_path_;    ///< whose head frame checked_ holds (whole, good)
+  uint32_t checked_got_ = 0;
+  uint64_t next_ = 0;          ///< the stream offset handed over next
+  uint32_t min_epoch_ = 0;     ///< frames of earlier epochs are dropped
+  uint32_t max_epoch_ = 0;     ///< the latest epoch any header named
+  size_t expected_ = 0;        ///< the path the next frame comes on, when not scanning
+  bool scanning_ = false;      ///< the next frame may be on any path
+  uint64_t acked_ = 0;         ///< the last acknowledgement sent
+  bool resend_owed_ = false;
+  uint32_t lost_mask_ = 0;
+  double corrupt_rate_ = 0;
+  std::minstd_rand corrupt_rng_;
+  uint64_t corrupt_in_ = UINT64_MAX;  ///< bytes until the next flipped bit
+  std::atomic<double> injected_rate_{-1};  ///< -1: none injected since the start
+  absl::Status failed_;
+};
+
+}  // namespace weft::transport::tcp

@@ -1,0 +1,266 @@
+#include "transport/tcp/outbound.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/base/copy.hpp"
+#include "transport/tcp/pair.hpp"
+
+namespace weft::transport::tcp {
+namespace {
+
+static_assert((kRetainBytes & (kRetainBytes - 1)) == 0, "ring positions are offsets masked");
+// A call stages up to a stripe ahead of the wire, so that frames are a stripe long (fewer
+// headers to read) while each call still sends at most kMaxSendPerCall; every byte is copied
+// once whenever it is staged.
+constexpr size_t kStageAheadBytes = kStripeBytes;
+constexpr size_t kPushPerCallBytes = kMaxSendPerCall;
+// Acknowledgements are read when the ring runs short, and every so many calls regardless,
+// so resend requests are seen while the ring still has room.
+constexpr uint64_t kControlEveryCalls = 64;
+constexpr size_t kMaxPlainFrameBytes = kStripeBytes;
+
+}  // namespace
+
+Outbound::Outbound(std::vector<Path*> paths, bool checksum, const LinkFaults& faults,
+                   LinkEvents* events)
+    : paths_(std::move(paths)),
+      checksum_(checksum),
+      faults_(faults),
+      events_(events),
+      ring_(new std::byte[kRetainBytes]) {
+  // Touch every page now: nothing on the data path may fault.
+  std::memset(ring_.get(), 0, kRetainBytes);
+  for (size_t i = 0; i < paths_.size(); ++i) live_.push_back(i);
+  if (faults_.kill_peer != events_->peer()) faults_.kill_peer = -1;
+}
+
+size_t Outbound::path_for(uint64_t offset) const {
+  if (live_.size() == 1) return live_[0];
+  return live_[((offset - epoch_start_) / kStripeBytes) % live_.size()];
+}
+
+std::string Outbound::live_names() const {
+  std::string out;
+  for (size_t i : live_) absl::StrAppend(&out, out.empty() ? "" : ", ", paths_[i]->name());
+  return out;
+}
+
+void Outbound::stage(const std::byte* data, size_t len) {
+  const uint64_t end = taken_ + len;
+  const uint64_t to =
+      std::min({end, acked_ + kRetainBytes, std::max(wire_, taken_) + kStageAheadBytes});
+  while (staged_ < to) {
+    const size_t at = staged_ % kRetainBytes;
+    const size_t n = std::min<uint64_t>(to - staged_, kRetainBytes - at);
+    copy_bytes(ring_.get() + at, data + (staged_ - taken_), n);
+    staged_ += n;
+  }
+}
+
+absl::StatusOr<size_t> Outbound::send(const std::byte* data, size_t len, int flags) {
+  if (!failed_.ok()) return failed_;
+  if (++calls_ % kControlEveryCalls == 0 || staged_ - acked_ > kRetainBytes / 2) {
+    for (size_t i : std::vector<size_t>(live_)) read_control(i);
+    if (!failed_.ok()) return failed_;
+  }
+  stage(data, len);
+  push(flags);
+  if (!failed_.ok()) return failed_;
+  if (wire_ <= taken_) return size_t{0};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(wire_, taken_ + len) - taken_);
+  taken_ += n;
+  return n;
+}
+
+absl::Status Outbound::tend() {
+  if (!failed_.ok()) return failed_;
+  if (!unacknowledged() && !owes()) return failed_;  // nothing can come: no system call
+  for (size_t i : std::vector<size_t>(live_)) read_control(i);
+  if (owes()) push(0);
+  return failed_;
+}
+
+void Outbound::push(int flags) {
+  const uint64_t stop = wire_ + kPushPerCallBytes;
+  while (failed_.ok()) {
+    if (!cur_.active) {
+      if (wire_ >= std::min(staged_, stop)) return;
+      start_frame();
+    }
+    if (!write_current(flags, stop)) return;
+  }
+}
+
+void Outbound::start_frame() {
+  size_t len = std::min<uint64_t>(staged_ - wire_, checksum_ ? kChecksumFrameBytes
+                                                             : kMaxPlainFrameBytes);
+  if (live_.size() > 1) {
+    len = std::min<uint64_t>(len, kStripeBytes - (wire_ - epoch_start_) % kStripeBytes);
+  }
+  Frame f;
+  f.type = Frame::kData;
+  f.checksummed = checksum_;
+  f.epoch = epoch_;
+  f.offset = wire_;
+  f.length = static_cast<uint32_t>(len);
+  f.next_path = static_cast<uint8_t>(path_for(wire_ + len));
+  if (checksum_) {
+    const size_t at = wire_ % kRetainBytes;
+    const size_t first = std::min(len, kRetainBytes - at);
+    uint32_t crc = crc32c(ring_.get() + at, first);
+    if (first < len) crc = crc32c(ring_.get(), len - first, crc);
+    f.payload_crc = crc;
+  }
+  cur_.active = true;
+  cur_.orphan = false;
+  cur_.path = path_for(wire_);
+  cur_.sent = 0;
+  cur_.start = wire_;
+  cur_.end = wire_ + len;
+  encode_frame(f, cur_.header);
+}
+
+bool Outbound::write_current(int flags, uint64_t stop) {
+  Path& path = *paths_[cur_.path];
+  const size_t frame_bytes = kFrameHeaderBytes + (cur_.end - cur_.start);
+  size_t budget = frame_bytes - cur_.sent;
+  bool capped = false;  // this call's share ends inside the frame
+  if (!cur_.orphan && cur_.end > stop) {
+    const size_t upto = kFrameHeaderBytes + (stop > cur_.start ? stop - cur_.start : 0);
+    if (upto > cur_.sent && upto - cur_.sent < budget) {
+      budget = upto - cur_.sent;
+      capped = true;
+    }
+  }
+  // A test's fault: the path dies at a chosen byte of the stream (or of a header).
+  bool kill_after = false;
+  if (faults_.kill_peer >= 0 && !cur_.orphan) {
+    size_t kill_point = SIZE_MAX;
+    if (faults_.kill_header_bytes >= 0) {
+      if (cur_.start == faults_.kill_at) kill_point = static_cast<size_t>(faults_.kill_header_bytes);
+    } else if (cur_.start <= faults_.kill_at && faults_.kill_at <= cur_.end) {
+      kill_point = kFrameHeaderBytes + (faults_.kill_at - cur_.start);
+    }
+    if (kill_point != SIZE_MAX && kill_point >= cur_.sent && kill_point - cur_.sent <= budget) {
+      budget = kill_point - cur_.sent;
+      kill_after = true;
+      capped = false;
+    }
+  }
+  iovec parts[3];
+  int n_parts = 0;
+  size_t left = budget;
+  if (cur_.sent < kFrameHeaderBytes && left > 0) {
+    const size_t h = std::min(kFrameHeaderBytes - cur_.sent, left);
+    parts[n_parts++] = {cur_.header + cur_.sent, h};
+    left -= h;
+  }
+  uint64_t pos = cur_.start + (cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0);
+  while (left > 0) {
+    const size_t at = pos % kRetainBytes;
+    const size_t n = std::min<uint64_t>(left, kRetainBytes - at);
+    parts[n_parts++] = {ring_.get() + at, n};
+    pos += n;
+    left -= n;
+  }
+  size_t n = 0;
+  if (n_parts > 0) {
+    auto wrote = path.write(parts, n_parts, budget == frame_bytes - cur_.sent ? flags : 0);
+    if (!wrote.ok()) {
+      lost(cur_.path, std::string(wrote.status().message()));
+      return failed_.ok();
+    }
+    n = *wrote;
+  }
+  const size_t payload_before = cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0;
+  cur_.sent += n;
+  const size_t payload_after = cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0;
+  path.payload_sent.add(payload_after - payload_before);
+  if (!cur_.orphan) wire_ = cur_.start + payload_after;
+  if (kill_after && n == budget) {
+    faults_.kill_peer = -1;  // once
+    lost(cur_.path, "a fault injected by WEFT_INJECT_PATH_KILL");
+    return failed_.ok();
+  }
+  if (cur_.sent == frame_bytes) {
+    cur_.active = false;
+    return true;
+  }
+  (void)capped;
+  return false;  // the socket is full, or this call's share is sent
+}
+
+void Outbound::read_control(size_t i) {
+  Path& path = *paths_[i];
+  for (int frames = 0; frames < 64 && path.alive(); ++frames) {
+    auto header = path.read_header();
+    if (!header.ok()) return lost(i, std::string(header.status().message()));
+    if (!header->has_value()) return;
+    const Frame& f = **header;
+    if (f.type == Frame::kAck) {
+      acked_ = std::max(acked_, std::min(f.offset, staged_));
+    } else if (f.type == Frame::kResend) {
+      acked_ = std::max(acked_, std::min(f.offset, staged_));
+      for (size_t p = 0; p < paths_.size() && p < 32; ++p) {
+        if ((f.length >> p) & 1U && paths_[p]->alive()) {
+          paths_[p]->kill(absl::StrCat("rank ", events_->peer(), " lost it"));
+          events_->path_lost("sending", *paths_[p], wire_);
+        }
+      }
+      if (f.epoch >= epoch_) {
+        restart(acked_, absl::StrCat("rank ", events_->peer(), " asked for offset ", f.offset,
+                                     " again"));
+      } else {
+        // Resumed since; drop paths the receiver has lost from the epoch all the same.
+        live_.erase(std::remove_if(live_.begin(), live_.end(),
+                                   [&](size_t p) { return !paths_[p]->alive(); }),
+                    live_.end());
+        if (live_.empty()) failed_ = events_->no_path_left("sending", paths_);
+      }
+      if (!failed_.ok()) return;
+    } else {
+      return lost(i, "a data frame where only acknowledgements belong: out of step");
+    }
+  }
+}
+
+void Outbound::lost(size_t i, std::string cause) {
+  Path& path = *paths_[i];
+  const bool was_alive = path.alive();
+  path.kill(std::move(cause));
+  if (was_alive) events_->path_lost("sending", path, wire_);
+  if (std::find(live_.begin(), live_.end(), i) == live_.end()) return;
+  restart(acked_, absl::StrCat(path.name(), " failed"));
+}
+
+void Outbound::restart(uint64_t from, const std::string& why) {
+  live_.clear();
+  for (size_t i = 0; i < paths_.size(); ++i) {
+    if (paths_[i]->alive()) live_.push_back(i);
+  }
+  if (live_.empty()) {
+    failed_ = events_->no_path_left("sending", paths_);
+    return;
+  }
+  // A frame half on a live socket must be finished, or that socket's stream is out of step;
+  // the receiver drops it as an earlier epoch's (or uses it, if it is what it needs next).
+  if (cur_.active) {
+    if (paths_[cur_.path]->alive() && cur_.sent > 0) {
+      cur_.orphan = true;
+    } else {
+      cur_.active = false;
+    }
+  }
+  const uint64_t resent = std::max(wire_, taken_) - from;
+  ++epoch_;
+  epoch_start_ = from;
+  wire_ = from;
+  events_->resumed(epoch_, from, resent, why, live_names());
+}
+
+}  // namespace weft::transport::tcp

@@ -1,0 +1,92 @@
+// The sending half of a tcp link. The caller's bytes are copied into a retention ring before
+// they leave, cut into frames (frame.hpp) and striped over the outbound paths by stream
+// offset (kStripeBytes per path in turn). The ring keeps every byte until the receiver
+// acknowledges it, so when a path fails, or the receiver asks again (a CRC32C mismatch,
+// a path it lost), the sender starts a new epoch over the paths left and sends again from
+// the last acknowledged byte; the receiver skips what it already has. The caller never
+// notices: a byte counts as taken once it is in the kernel, as before.
+#pragma once
+
+#include <cstddef>
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transport/tcp/link_events.hpp"
+#include "transport/tcp/path.hpp"
+#include "transport/transport.hpp"
+
+namespace weft::transport::tcp {
+
+/// Bytes each outbound direction of a link retains until acknowledged: the window a path
+/// failure can cost. Bounded so it stays a few MiB a link; the receiver acknowledges every
+/// kAckEveryBytes, so a sender seldom waits for room.
+inline constexpr size_t kRetainBytes = 4 << 20;
+inline constexpr size_t kAckEveryBytes = kRetainBytes / 8;
+/// The largest checksummed frame: the receiver holds a whole one before handing a byte over.
+inline constexpr size_t kChecksumFrameBytes = 64 << 10;
+
+class Outbound {
+ public:
+  /// `paths` in the order both ends number them; the pair owns them and `events`.
+  Outbound(std::vector<Path*> paths, bool checksum, const LinkFaults& faults, LinkEvents* events);
+
+  /// Takes up to `len` bytes of the stream; returns how many are now in a kernel's hands.
+  absl::StatusOr<size_t> send(const std::byte* data, size_t len, int flags);
+  /// Reads acknowledgements and resend requests, and sends again what a resumption owes,
+  /// while the caller waits elsewhere; an error once no path is left.
+  absl::Status tend();
+  /// Whether bytes the caller has handed over still wait to be sent again (tend() sends them).
+  bool owes() const { return wire_ < taken_ || cur_.orphan; }
+  /// Whether sent bytes await acknowledgement: until then a resend request may come.
+  bool unacknowledged() const { return acked_ < std::max(wire_, taken_); }
+  /// A socket of `path` reported an error or hang-up (check_peer's poll).
+  void lost(size_t path, std::string cause);
+
+  const absl::Status& failed() const { return failed_; }
+  size_t live_paths() const { return live_.size(); }
+
+ private:
+  struct Current {
+    bool active = false;
+    bool orphan = false;  ///< of an earlier epoch, finished only to keep its socket in step
+    size_t path = 0;
+    std::byte header[kFrameHeaderBytes];
+    size_t sent = 0;  ///< bytes of header and payload on the wire
+    uint64_t start = 0;
+    uint64_t end = 0;
+  };
+
+  void stage(const std::byte* data, size_t len);
+  void push(int flags);
+  void start_frame();
+  /// One sendmsg of the current frame, sending no payload at `stop` or beyond; false when its
+  /// socket is full or failed, or `stop` is reached.
+  bool write_current(int flags, uint64_t stop);
+  void read_control(size_t path);
+  void restart(uint64_t from, const std::string& why);
+  size_t path_for(uint64_t offset) const;
+  std::string live_names() const;
+
+  std::vector<Path*> paths_;
+  const bool checksum_;
+  LinkFaults faults_;
+  LinkEvents* events_;
+  std::unique_ptr<std::byte[]> ring_;
+  // Stream offsets: acked_ <= wire_ <= staged_, taken_ <= staged_.
+  uint64_t acked_ = 0;   ///< the receiver has consumed everything before
+  uint64_t wire_ = 0;    ///< the current epoch has sent everything before
+  uint64_t staged_ = 0;  ///< the ring holds [acked_, staged_)
+  uint64_t taken_ = 0;   ///< reported taken to the caller
+  uint32_t epoch_ = 0;
+  uint64_t epoch_start_ = 0;
+  std::vector<size_t> live_;  ///< the epoch's paths, in order
+  Current cur_;
+  uint64_t calls_ = 0;
+  absl::Status failed_;
+};
+
+}  // namespace weft::transport::tcp

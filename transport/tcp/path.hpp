@@ -1,0 +1,82 @@
+// One path of a tcp link: a connected socket that carries the link's data one way (frames,
+// frame.hpp) and the other side's acknowledgements back. A link holds its paths for both
+// directions (pair.hpp); a path that fails (reset, error, stalled past its timeout, a frame
+// out of step) is dead for good, and the link carries on over the others.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transport/tcp/frame.hpp"
+#include "transport/transport.hpp"
+
+namespace weft::transport::tcp {
+
+/// Bytes a path reads ahead of a frame header, so that a small frame's header and payload
+/// arrive in one system call; larger payloads are read straight where they go.
+inline constexpr size_t kInboxBytes = 4096 + kFrameHeaderBytes;
+
+class Path {
+ public:
+  Path() = default;
+  Path(int fd, std::string name);
+  ~Path();
+  Path(const Path&) = delete;
+  Path& operator=(const Path&) = delete;
+
+  const std::string& name() const { return name_; }
+  int fd() const { return fd_; }
+  bool alive() const { return alive_; }
+  const std::string& cause() const { return cause_; }
+
+  /// Marks the path dead with `cause` and shuts its socket both ways, so that the peer sees
+  /// it end at once where the network still carries packets. Idempotent.
+  void kill(std::string cause);
+
+  /// Reads into `parts` (first what was read ahead, then the socket). Returns the count,
+  /// 0 when nothing is there yet, an error when the socket failed or the peer closed it.
+  absl::StatusOr<size_t> read(const iovec* parts, int count);
+  /// As read(), for parts that end where a frame ends: what the socket holds beyond them
+  /// (the next frame's header, a small payload) is read ahead in the same system call.
+  absl::StatusOr<size_t> read_to_frame_end(const iovec* parts, int count);
+  absl::StatusOr<size_t> read(std::byte* dst, size_t len) {
+    iovec part{dst, len};
+    return read(&part, 1);
+  }
+  /// Reads one frame header once it is all there (reading ahead up to kInboxBytes); nullopt
+  /// until then.
+  absl::StatusOr<std::optional<Frame>> read_header();
+  /// Sends from `parts` without blocking; the count, 0 when the socket is full.
+  absl::StatusOr<size_t> write(const iovec* parts, int count, int flags = 0);
+
+  /// What this path has carried, for the health monitor (LinkCounters: any thread reads).
+  LinkCounter bytes_sent;
+  LinkCounter bytes_received;
+  LinkCounter failures;  ///< 0 or 1: the path died
+  /// Stream bytes (frame payloads, not headers) sent or handed over on this path.
+  LinkCounter payload_sent;
+  LinkCounter payload_received;
+
+  /// A control frame being written (a resend request or acknowledgement that did not fit).
+  std::byte control_out[kFrameHeaderBytes];
+  size_t control_out_left = 0;
+
+ private:
+  absl::Status errno_status(const char* op, int err) const;
+  absl::StatusOr<size_t> read_parts(const iovec* parts, int count, bool read_ahead);
+
+  int fd_ = -1;
+  std::string name_;
+  bool alive_ = true;
+  std::string cause_;
+  std::byte inbox_[kInboxBytes];
+  size_t inbox_begin_ = 0;
+  size_t inbox_end_ = 0;
+};
+
+}  // namespace weft::transport::tcp
