@@ -89,11 +89,11 @@ def gpus(info):
 
 
 def host_env(state, info, host):
-    """The variables every process on `host` gets: its sysfs root, and its NVML state file
-    if the cluster has fake GPUs."""
+    """The variables every process on `host` gets: its sysfs root, its file of injected
+    faults, and its NVML state file if the cluster has fake GPUs."""
     if not has_devices(info):
         return {}
-    env = {"WEFT_IB_SYSFS_ROOT": sys_root(state, host)}
+    env = {"WEFT_IB_SYSFS_ROOT": sys_root(state, host), "WEFT_INJECT_FILE": inject_path(state, host)}
     if gpus(info):
         env["WEFT_FAKE_NVML_STATE"] = nvml_path(state, host)
     return env
@@ -273,3 +273,18 @@ def summary_line(s):
     if "error" in s:
         text += f"; {s['error']}"
     return text
+
+
+def inject_path(state, host):
+    """Host's WEFT_INJECT_FILE (src/inject_file.hpp): faults running jobs re-read."""
+    return os.path.join(host_dir(state, host), "inject")
+
+
+def write_inject_file(state, host, text):
+    """Replaces host's inject file at once (rename), so a job never reads half of it."""
+    path = inject_path(state, host)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

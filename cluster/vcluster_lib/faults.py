@@ -53,13 +53,15 @@ def _pair(ctx, a, b):
     return sorted((a, b), key=nm.host_index)
 
 
-def _drop_between(ctx, a, b, tag, probability=None):
+def _drop_between(ctx, a, b, tag, probability=None, rail=None):
     """DROP (a random fraction, if probability) of packets from b arriving at a and from a
-    arriving at b."""
+    arriving at b (only those from rail `rail`'s addresses, if given)."""
     match = [] if probability is None else [
         "-m", "statistic", "--mode", "random", "--probability", f"{probability:.6f}"]
     for dst, src in ((a, b), (b, a)):
-        for addr in ctx.addresses(src):
+        sources = (ctx.addresses(src) if rail is None
+                   else [nm.rail_addr(cl.check_host(ctx.info, src), rail)])
+        for addr in sources:
             tagged = ["-A", nm.FAULT_CHAIN, "-s", addr, "-m", "comment", "--comment", tag]
             net.iptables(ctx.host_ns(dst), *tagged)   # counts what arrives, for status
             net.iptables(ctx.host_ns(dst), *tagged, *match, "-j", "DROP")
@@ -101,11 +103,43 @@ def loss(ctx, args):
 
 def partition(ctx, args):
     a, b = _pair(ctx, args.a, args.b)
-    fid = f"partition-{a}-{b}"
+    rail = args.rail
+    if rail is not None:
+        cl.check_rail(ctx.info, rail)
+    fid = f"partition-{a}-{b}" + ("" if rail is None else f"-r{rail}")
+    where = "" if rail is None else f" on rail {rail} ({nm.rail_if(rail)})"
     _replace_existing(ctx, fid)
     _record(ctx, {"id": fid, "kind": "partition", "hosts": [a, b],
-                  "desc": f"no packets between {a} and {b}"})
-    _drop_between(ctx, a, b, fid)
+                  "desc": f"no packets between {a} and {b}{where}"})
+    _drop_between(ctx, a, b, fid, rail=rail)
+
+
+def corrupt(ctx, args):
+    """Silent corruption on the A-B link, each way: weft's receivers flip bits in what they
+    get from the other host (WEFT_INJECT_FILE, written per host and re-read by running
+    jobs), after the sender's CRC32C and before the receiver's check."""
+    a, b = _pair(ctx, args.a, args.b)
+    if not 0.0 < args.rate <= 1.0:
+        raise cl.ClusterError(f"corrupt: RATE={args.rate} must lie in (0, 1], e.g. 1e-6")
+    fid = f"corrupt-{a}-{b}"
+    _replace_existing(ctx, fid)
+    _record(ctx, {"id": fid, "kind": "corrupt", "hosts": [a, b], "rate": args.rate,
+                  "desc": f"flip a bit in {args.rate:g} of the bytes weft receives between "
+                          f"{a} and {b}, each way (after the sender's CRC32C)"})
+    _write_inject_files(ctx)
+
+
+def _write_inject_files(ctx):
+    """Every host's inject file from the recorded corrupt faults (src/inject_file.hpp)."""
+    corrupts = [f for f in ctx.state.faults() if f["kind"] == "corrupt"]
+    for i in range(ctx.info["hosts"]):
+        host = nm.host_name(i)
+        lines = []
+        for f in corrupts:
+            if host in f["hosts"]:
+                other = f["hosts"][1] if f["hosts"][0] == host else f["hosts"][0]
+                lines.append(f"corrupt {f['rate']:g} {' '.join(ctx.addresses(other))}\n")
+        devices.write_inject_file(ctx.state, host, "".join(lines))
 
 
 def degrade(ctx, args):
@@ -402,6 +436,8 @@ def _undo(ctx, f):
     elif f["kind"] == "stop":
         _continue(f["targets"])
     ctx.state.set_faults([g for g in ctx.state.faults() if g["id"] != f["id"]])
+    if f["kind"] == "corrupt":
+        _write_inject_files(ctx)
     if f["kind"] == "degrade":
         for link in f["links"]:
             host, rail = link.split("/")
@@ -506,8 +542,17 @@ KINDS = {
              lambda p: (_hosts(p, "A", "B"),
                         p.add_argument("p", type=float, metavar="P",
                                        help="fraction of packets, e.g. 0.02")), loss),
-    "partition": ("no packets between hosts A and B; every other pair still talks",
-                  lambda p: _hosts(p, "A", "B"), partition),
+    "partition": ("no packets between hosts A and B (on one rail with --rail K); every other "
+                  "pair still talks",
+                  lambda p: (_hosts(p, "A", "B"),
+                             p.add_argument("--rail", type=int, metavar="K",
+                                            help="only rail K (default: every address)")),
+                  partition),
+    "corrupt": ("flip bits in RATE of the bytes weft receives between hosts A and B, each way, "
+                "after the sender's checksum (running jobs pick it up within a second)",
+                lambda p: (_hosts(p, "A", "B"),
+                           p.add_argument("rate", type=float, metavar="RATE",
+                                          help="per byte, e.g. 1e-6")), corrupt),
     "degrade": ("limit host A's link(s) to RATE (tbf on both ends), e.g. 500mbit",
                 lambda p: (_hosts(p, "A"), p.add_argument("rate", metavar="RATE",
                                                           help="tc rate: 2gbit, 500mbit, ..."),

@@ -18,7 +18,7 @@ import sys
 from . import devices
 from . import names as nm
 
-PER_HOST_VARIABLES = ("WEFT_IB_SYSFS_ROOT", "WEFT_FAKE_NVML_STATE")   # set by the agent
+PER_HOST_VARIABLES = ("WEFT_IB_SYSFS_ROOT", "WEFT_FAKE_NVML_STATE", "WEFT_INJECT_FILE")   # set by the agent
 
 AGENT_TEMPLATE = """#!/bin/sh
 # Open MPI launch agent of virtual cluster {cluster} (written by cluster/vcluster up).
@@ -34,6 +34,8 @@ esac
 fake={fake}/$host
 if [ -d "$fake/sys" ]; then export WEFT_IB_SYSFS_ROOT="$fake/sys"; fi
 if [ -f "$fake/nvml.json" ]; then export WEFT_FAKE_NVML_STATE="$fake/nvml.json"; fi
+# Faults running jobs re-read (scripts/inject corrupt; src/inject_file.hpp).
+export WEFT_INJECT_FILE="$fake/inject"
 exec ip netns exec "{prefix}$host" unshare --uts sh -c 'hostname "$1" && shift && exec sh -c "$*"' agent "$host" "$@"
 """
 
