@@ -114,7 +114,8 @@ absl::StatusOr<size_t> receive_into(transport::Pair& pair, Landing& landing,
 class LinkTending {
  public:
   virtual ~LinkTending() = default;
-  virtual void tend_links() = 0;
+  /// Returns whether any link still has work outstanding.
+  virtual bool tend_links() = 0;
 };
 
 /// Sets the calling thread's LinkTending for the scope's life.

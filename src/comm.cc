@@ -154,8 +154,9 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
     Comm* c = comm.get();
     comm->tender_ = std::make_unique<LinkTender>(&comm->calls_mu_, [c] {
       MutexLock lock(&c->links_mu_);
-      c->tend_links();
+      const bool outstanding = c->tend_links();
       if (!c->config_.inject_file.empty()) c->apply_inject_file();
+      return outstanding;
     });
   }
   if (comm->watch_) {
@@ -310,10 +311,12 @@ void Comm::apply_inject_file() {
   }
 }
 
-void Comm::tend_links() {
+bool Comm::tend_links() {
+  bool outstanding = false;
   for (auto& link : links_) {
-    if (link != nullptr) link->tend();
+    if (link != nullptr) outstanding |= link->tend();
   }
+  return outstanding;
 }
 
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {

@@ -65,7 +65,7 @@ class Comm : public LinkProvider, public LinkTending {
   absl::StatusOr<std::unique_ptr<Comm>> shrink(absl::Duration timeout, std::vector<int>* dropped);
 
   /// LinkTending, for the call's waits: every open link tends itself (the call's thread).
-  void tend_links() override;
+  bool tend_links() override;
   /// On the tender's thread, every kInjectEvery: applies WEFT_INJECT_FILE to the links.
   void apply_inject_file();
 

@@ -7,7 +7,7 @@
 
 namespace weft::detail {
 
-LinkTender::LinkTender(Mutex* calls, std::function<void()> tend)
+LinkTender::LinkTender(Mutex* calls, std::function<bool()> tend)
     : calls_(calls), tend_(std::move(tend)), thread_([this] { run(); }) {}
 
 LinkTender::~LinkTender() {
@@ -21,11 +21,14 @@ LinkTender::~LinkTender() {
 
 void LinkTender::run() {
   pthread_setname_np(pthread_self(), "weft-links");
-  const auto interval = absl::ToChronoMicroseconds(kTendInterval);
+  const auto busy = absl::ToChronoMicroseconds(kTendInterval);
+  const auto idle = absl::ToChronoMicroseconds(kIdleInterval);
+  auto interval = idle;
   std::unique_lock<std::mutex> lock(stop_mu_);
   while (!stop_cv_.wait_for(lock, interval, [this] { return stop_; })) {
+    interval = idle;
     if (!calls_->try_lock()) continue;  // a call runs: its waits tend the links
-    tend_();
+    if (tend_()) interval = busy;
     calls_->unlock();
   }
 }

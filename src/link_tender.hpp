@@ -17,11 +17,12 @@
 namespace weft::detail {
 
 inline constexpr absl::Duration kTendInterval = absl::Milliseconds(1);
+inline constexpr absl::Duration kIdleInterval = absl::Milliseconds(10);
 
 class LinkTender {
  public:
-  /// Every kTendInterval, while `calls` is free, holds it and calls `tend`.
-  LinkTender(Mutex* calls, std::function<void()> tend);
+  /// While `calls` is free, holds it and calls `tend`, which says whether work is left.
+  LinkTender(Mutex* calls, std::function<bool()> tend);
   ~LinkTender();  ///< stops and joins the thread
   LinkTender(const LinkTender&) = delete;
   LinkTender& operator=(const LinkTender&) = delete;
@@ -30,7 +31,7 @@ class LinkTender {
   void run();
 
   Mutex* calls_;
-  std::function<void()> tend_;
+  std::function<bool()> tend_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

@@ -172,8 +172,9 @@ class Pair {
   /// acknowledgements and resend requests, sends again what a resumption owes, acknowledges
   /// what it consumed); cheap when there is nothing to do. Never blocks. Called by waits on
   /// other links and, between calls, by the communicator's tender (src/link_tender.hpp),
-  /// never by two threads at once.
-  virtual void tend() {}
+  /// never by two threads at once. Returns whether the link still has work outstanding
+  /// (bytes not yet acknowledged, an acknowledgement not yet sent).
+  virtual bool tend() { return false; }
 
   /// A fault for tests and scripts/inject: flips a bit in each byte received with probability
   /// `rate` (0 ends it), after the sender's checksum and before this side's check. Any

@@ -208,7 +208,10 @@ absl::StatusOr<size_t> Inbound::receive(size_t max, const Scatter* to, const Sin
       next_ += n;
       handed += n;
       paths_[i]->payload_received.add(n);
-      if (next_ == f.offset + f.length) frame_done(i);
+      if (next_ == f.offset + f.length) {
+        frame_done(i);
+        if (paths_[i]->drained()) break;  // the socket had no more: do not ask it again now
+      }
       continue;
     }
     const uint64_t at = f.offset + h.used;
@@ -255,7 +258,8 @@ absl::StatusOr<size_t> Inbound::receive(size_t max, const Scatter* to, const Sin
     next_ += *n;
     handed += *n;
     if (next_ == f.offset + f.length) frame_done(i);
-    if (*n < want) break;  // drained what that socket had
+    // Drained what that socket had (fewer bytes than asked, nothing read ahead left).
+    if (*n < want || paths_[i]->drained()) break;
   }
   if (last) maybe_ack(*last);
   if (handed > 0) return handed;

@@ -34,6 +34,8 @@ class Inbound {
   void lost(size_t path, std::string cause);
 
   const absl::Status& failed() const { return failed_; }
+  /// Whether an acknowledgement or a resend request is still to be sent.
+  bool owes() const { return next_ != acked_ || resend_owed_; }
   /// Sets the corruption rate from another thread (scripts/inject); the next receive uses it.
   void inject_corruption(double rate) { injected_rate_.store(rate, std::memory_order_relaxed); }
 

@@ -164,9 +164,10 @@ absl::StatusOr<size_t> TcpPair::receive(size_t max, const Scatter* to, const Sin
 
 void TcpPair::inject_corruption(double rate) { in_->inject_corruption(rate); }
 
-void TcpPair::tend() {
-  (void)out_->tend();
-  (void)in_->tend();
+bool TcpPair::tend() {
+  const bool sending = out_->tend().ok() && (out_->unacknowledged() || out_->owes());
+  const bool receiving = in_->tend().ok() && in_->owes();
+  return sending || receiving;
 }
 
 // A peer that exited after sending its last bytes closes every socket; those bytes stay

@@ -92,7 +92,7 @@ class TcpPair : public Pair {
   /// TCP_INFO of every path's socket (tcp_info.hpp), each named by its local interface and
   /// direction.
   void read_path_counters(PathCounterSink sink) const override;
-  void tend() override;
+  bool tend() override;
   void inject_corruption(double rate) override;
 
   /// How many rails the link stripes over (outbound paths it started with).

@@ -19,7 +19,10 @@ bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK || err ==
 
 }  // namespace
 
-Path::Path(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+Path::Path(int fd, std::string name)
+    : fd_(fd), name_(std::move(name)), inbox_(new std::byte[kInboxBytes]) {
+  std::memset(inbox_.get(), 0, kInboxBytes);  // no page faults on the data path
+}
 
 Path::~Path() { close_gracefully(fd_); }
 
@@ -53,7 +56,7 @@ absl::StatusOr<size_t> Path::read_parts(const iovec* parts, int count, bool read
     size_t len = parts[i].iov_len;
     const size_t take = std::min(len, inbox_end_ - inbox_begin_);
     if (take > 0) {
-      std::memcpy(base, inbox_ + inbox_begin_, take);
+      std::memcpy(base, inbox_.get() + inbox_begin_, take);
       inbox_begin_ += take;
       got += take;
       base += take;
@@ -71,12 +74,14 @@ absl::StatusOr<size_t> Path::read_parts(const iovec* parts, int count, bool read
   // The inbox is empty here (the parts took all it had), so it can take what follows.
   if (read_ahead) {
     inbox_begin_ = inbox_end_ = 0;
-    rest[n_rest++] = {inbox_, kInboxBytes};
+    rest[n_rest++] = {inbox_.get(), kInboxBytes};
   }
   msghdr message{};
   message.msg_iov = rest;
   message.msg_iovlen = n_rest;
   const ssize_t n = ::recvmsg(fd_, &message, MSG_DONTWAIT);
+  size_t asked = wanted + (read_ahead ? kInboxBytes : 0);
+  drained_ = n < static_cast<ssize_t>(asked);
   if (n > 0) {
     const size_t into_parts = std::min(static_cast<size_t>(n), wanted);
     if (read_ahead) inbox_end_ = static_cast<size_t>(n) - into_parts;
@@ -94,10 +99,11 @@ absl::StatusOr<std::optional<Frame>> Path::read_header() {
     if (!alive_) return absl::UnavailableError(cause_);
     // Keep what is there at the front and read ahead behind it.
     const size_t have = inbox_end_ - inbox_begin_;
-    std::memmove(inbox_, inbox_ + inbox_begin_, have);
+    std::memmove(inbox_.get(), inbox_.get() + inbox_begin_, have);
     inbox_begin_ = 0;
     inbox_end_ = have;
-    const ssize_t n = ::recv(fd_, inbox_ + have, kInboxBytes - have, MSG_DONTWAIT);
+    const ssize_t n = ::recv(fd_, inbox_.get() + have, kInboxBytes - have, MSG_DONTWAIT);
+    drained_ = n < static_cast<ssize_t>(kInboxBytes - have);
     if (n == 0) return absl::UnavailableError("the peer closed the connection");
     if (n < 0) {
       if (would_block(errno)) return std::optional<Frame>();
@@ -107,7 +113,7 @@ absl::StatusOr<std::optional<Frame>> Path::read_header() {
     bytes_received.add(static_cast<uint64_t>(n));
     if (inbox_end_ < kFrameHeaderBytes) return std::optional<Frame>();
   }
-  auto f = decode_frame(inbox_ + inbox_begin_);
+  auto f = decode_frame(inbox_.get() + inbox_begin_);
   if (!f.ok()) return f.status();
   inbox_begin_ += kFrameHeaderBytes;
   return std::optional<Frame>(*f);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,9 +18,10 @@
 
 namespace weft::transport::tcp {
 
-/// Bytes a path reads ahead of a frame header, so that a small frame's header and payload
-/// arrive in one system call; larger payloads are read straight where they go.
-inline constexpr size_t kInboxBytes = 4096 + kFrameHeaderBytes;
+/// Bytes a path reads ahead of a frame header, so that a frame's header and a payload of up
+/// to 64 KiB arrive in one system call (a second costs more than copying that much here);
+/// larger payloads are read straight where they go.
+inline constexpr size_t kInboxBytes = (64 << 10) + kFrameHeaderBytes;
 
 class Path {
  public:
@@ -51,6 +53,9 @@ class Path {
   /// Reads one frame header once it is all there (reading ahead up to kInboxBytes); nullopt
   /// until then.
   absl::StatusOr<std::optional<Frame>> read_header();
+  /// Whether the last read from the socket took all it had (returned short) and nothing read
+  /// ahead is left: reading again at once would only find it empty.
+  bool drained() const { return drained_ && inbox_begin_ == inbox_end_; }
   /// Sends from `parts` without blocking; the count, 0 when the socket is full.
   absl::StatusOr<size_t> write(const iovec* parts, int count, int flags = 0);
 
@@ -74,7 +79,8 @@ class Path {
   std::string name_;
   bool alive_ = true;
   std::string cause_;
-  std::byte inbox_[kInboxBytes];
+  std::unique_ptr<std::byte[]> inbox_;  ///< kInboxBytes, touched when the path opens
+  bool drained_ = false;
   size_t inbox_begin_ = 0;
   size_t inbox_end_ = 0;
 };
