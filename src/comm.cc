@@ -321,7 +321,17 @@ bool Comm::tend_links() {
 
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
-  MutexLock calls(&calls_mu_);
+  // The tender (tcp links only) must not touch the links while the call drives them; an
+  // shm-only communicator has none, and skips the lock: at 8 bytes its call takes ~0.2 us.
+  struct CallLock {
+    Mutex* mu;
+    explicit CallLock(Mutex* m) ABSL_NO_THREAD_SAFETY_ANALYSIS : mu(m) {
+      if (mu != nullptr) mu->lock();
+    }
+    ~CallLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (mu != nullptr) mu->unlock();
+    }
+  } calls(tender_ != nullptr ? &calls_mu_ : nullptr);
   TendingScope tending(this);
   const size_t bytes = args.count * args.elem_bytes() *
                        (args.kind == CollectiveKind::kAllgather ? static_cast<size_t>(size_) : 1);
