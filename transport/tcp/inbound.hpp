@@ -76,6 +76,7 @@ class Inbound {
   bool scanning_ = false;      ///< the next frame may be on any path
   uint64_t acked_ = 0;         ///< the last acknowledgement sent
   bool resend_owed_ = false;
+  uint32_t frames_ = 0;        ///< frames finished, for Path::delay_acks' cadence
   uint32_t lost_mask_ = 0;
   double corrupt_rate_ = 0;
   std::minstd_rand corrupt_rng_;

@@ -1,5 +1,7 @@
 #include "transport/tcp/path.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -117,6 +119,11 @@ absl::StatusOr<std::optional<Frame>> Path::read_header() {
   if (!f.ok()) return f.status();
   inbox_begin_ += kFrameHeaderBytes;
   return std::optional<Frame>(*f);
+}
+
+void Path::delay_acks() {
+  const int zero = 0;
+  setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
 }
 
 absl::StatusOr<size_t> Path::write(const iovec* parts, int count, int flags) {

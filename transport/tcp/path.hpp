@@ -56,6 +56,14 @@ class Path {
   /// Whether the last read from the socket took all it had (returned short) and nothing read
   /// ahead is left: reading again at once would only find it empty.
   bool drained() const { return drained_ && inbox_begin_ == inbox_end_; }
+  /// Asks the kernel to delay its acknowledgements on this socket (TCP_QUICKACK 0, the
+  /// interactive "pingpong" mode). A socket that carries data only one way never enters that
+  /// mode by itself, and leaves it whenever a delayed acknowledgement finds nothing to ride
+  /// on; out of it, nearly every small frame read costs a pure ACK packet. Measured with
+  /// nstat over 2-rank 8-byte allreduces: 3.7 segments a call without, 3.0 with, 2.0 when
+  /// both directions shared one socket (the kernel still acknowledges at once the second of
+  /// two small segments in a row). Bulk data is acknowledged every second segment anyway.
+  void delay_acks();
   /// Sends from `parts` without blocking; the count, 0 when the socket is full.
   absl::StatusOr<size_t> write(const iovec* parts, int count, int flags = 0);
 
