@@ -210,6 +210,10 @@ std::vector<LinkStats> Comm::link_stats() const {
     l.bytes_sent = s.bytes_sent, l.bytes_received = s.bytes_received, l.errors = s.errors;
     l.path_failures = s.path_failures, l.resumptions = s.resumptions;
     l.bytes_resent = s.bytes_resent, l.checksum_errors = s.checksum_errors;
+    for (auto& p : links_[peer]->paths()) {
+      l.paths.push_back({std::move(p.name), p.bytes_sent, p.bytes_received, p.alive,
+                         std::move(p.failure)});
+    }
     out.push_back(std::move(l));
   }
   return out;

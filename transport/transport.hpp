@@ -162,6 +162,19 @@ class Pair {
 
   virtual PairStats stats() const = 0;
 
+  /// One path of the link, for LinkStats (any thread; the strings are read under the
+  /// caller's lock against link teardown only, so transports fill them from state that
+  /// changes once, when a path dies).
+  struct PathView {
+    std::string name;
+    uint64_t bytes_sent = 0;
+    uint64_t bytes_received = 0;
+    bool alive = true;
+    std::string failure;
+  };
+  /// Every path of the link; empty by default (a link with one fixed path).
+  virtual std::vector<PathView> paths() const { return {}; }
+
   /// Hands `sink` what each path of the link reports about itself (tcp: TCP_INFO of each
   /// rail's socket). Called from the health monitor's thread while the link's own thread
   /// drives it, so it reads only what is safe to read meanwhile (the kernel's socket state);

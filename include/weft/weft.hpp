@@ -59,6 +59,15 @@ struct UniqueId {
 /// is up).
 absl::StatusOr<UniqueId> make_unique_id();
 
+/// One path of a link (tcp: a rail's pair of sockets), as the link sees it.
+struct PathStats {
+  std::string name;         ///< "path 0", ...
+  uint64_t bytes_sent = 0;  ///< stream bytes this rank sent on it
+  uint64_t bytes_received = 0;
+  bool alive = true;
+  std::string failure;      ///< why it died; empty while alive
+};
+
 /// Per-link counters, as the transports see them.
 struct LinkStats {
   int peer = -1;
@@ -72,6 +81,7 @@ struct LinkStats {
   uint64_t resumptions = 0;
   uint64_t bytes_resent = 0;
   uint64_t checksum_errors = 0;
+  std::vector<PathStats> paths;  ///< tcp: each path; empty where a link has one fixed path
 };
 
 namespace detail {

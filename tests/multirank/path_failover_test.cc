@@ -167,10 +167,23 @@ TEST(PathFailover, EveryCollectiveCompletesOnTheOtherPath) {
       EXPECT_EQ(c.run(*comm, c.count), 0u) << what << ", the call after";
       if (g_world->rank() == 0) {
         uint64_t failures = 0;
+        int dead = 0, alive = 0;
         for (const LinkStats& l : comm->link_stats()) {
-          if (l.peer == peer) failures = l.path_failures;
+          if (l.peer != peer) continue;
+          failures = l.path_failures;
+          for (const PathStats& path : l.paths) {
+            if (path.alive) {
+              ++alive;
+            } else {
+              ++dead;
+              EXPECT_NE(path.failure.find("WEFT_INJECT_PATH_KILL"), std::string::npos)
+                  << what << ": " << path.name << " died of " << path.failure;
+            }
+          }
         }
         EXPECT_GE(failures, 1u) << what << ": the fault never fired";
+        EXPECT_EQ(dead, 1) << what << ": one path killed";
+        EXPECT_EQ(alive, 1) << what << ": the other path carried on";
       }
       unsetenv("WEFT_INJECT_PATH_KILL");
     }

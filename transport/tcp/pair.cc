@@ -232,6 +232,27 @@ void TcpPair::read_path_counters(PathCounterSink sink) const {
   }
 }
 
+// A rail's two sockets are one path to the user: dead when either is.
+std::vector<Pair::PathView> TcpPair::paths() const {
+  std::vector<PathView> out;
+  for (size_t r = 0; r < rails_; ++r) {
+    const Path& o = *paths_[out_base_ + r];
+    const Path& i = *paths_[in_base_ + r];
+    PathView v;
+    v.name = absl::StrCat("path ", r);
+    v.bytes_sent = o.payload_sent.get();
+    v.bytes_received = i.payload_received.get();
+    v.alive = !o.dead_seen_elsewhere() && !i.dead_seen_elsewhere();
+    if (o.dead_seen_elsewhere()) v.failure = absl::StrCat("sending: ", o.failure_seen_elsewhere());
+    if (i.dead_seen_elsewhere()) {
+      absl::StrAppend(&v.failure, v.failure.empty() ? "" : "; ", "receiving: ",
+                      i.failure_seen_elsewhere());
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 RailStats TcpPair::rail_stats(size_t rail) const {
   if (rail >= rails_) return {};
   return {paths_[out_base_ + rail]->payload_sent.get(),

@@ -89,6 +89,7 @@ class TcpPair : public Pair {
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
   PairStats stats() const override;
+  std::vector<PathView> paths() const override;
   /// TCP_INFO of every path's socket (tcp_info.hpp), each named by its local interface and
   /// direction.
   void read_path_counters(PathCounterSink sink) const override;

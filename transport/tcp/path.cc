@@ -32,6 +32,11 @@ void Path::kill(std::string cause) {
   if (!alive_) return;
   alive_ = false;
   cause_ = std::move(cause);
+  {
+    MutexLock lock(&failure_mu_);
+    failure_ = cause_;
+  }
+  dead_.store(true, std::memory_order_release);
   failures.add(1);
   ::shutdown(fd_, SHUT_RDWR);
 }
@@ -119,6 +124,11 @@ absl::StatusOr<std::optional<Frame>> Path::read_header() {
   if (!f.ok()) return f.status();
   inbox_begin_ += kFrameHeaderBytes;
   return std::optional<Frame>(*f);
+}
+
+std::string Path::failure_seen_elsewhere() const {
+  MutexLock lock(&failure_mu_);
+  return failure_;
 }
 
 void Path::delay_acks() {

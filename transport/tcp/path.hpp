@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/base/mutex.hpp"
 #include "transport/tcp/frame.hpp"
 #include "transport/transport.hpp"
 
@@ -35,6 +37,9 @@ class Path {
   int fd() const { return fd_; }
   bool alive() const { return alive_; }
   const std::string& cause() const { return cause_; }
+  /// For other threads (LinkStats): whether the path died, and why.
+  bool dead_seen_elsewhere() const { return dead_.load(std::memory_order_acquire); }
+  std::string failure_seen_elsewhere() const;
 
   /// Marks the path dead with `cause` and shuts its socket both ways, so that the peer sees
   /// it end at once where the network still carries packets. Idempotent.
@@ -87,6 +92,10 @@ class Path {
   std::string name_;
   bool alive_ = true;
   std::string cause_;
+  // The same, for other threads: written once, when the path dies.
+  std::atomic<bool> dead_{false};
+  mutable Mutex failure_mu_;
+  std::string failure_ ABSL_GUARDED_BY(failure_mu_);
   std::unique_ptr<std::byte[]> inbox_;  ///< kInboxBytes, touched when the path opens
   bool drained_ = false;
   size_t inbox_begin_ = 0;
