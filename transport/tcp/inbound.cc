@@ -158,7 +158,7 @@ bool Inbound::verify(size_t i) {
   if (crc32c(checked_.get(), f.length) != f.payload_crc) {
     events_->checksum_mismatch(*paths_[i], f.offset, f.length);
     h.frame.reset();
-    ask_resend("a CRC32C mismatch");
+    ask_resend();
     return false;
   }
   checked_path_ = i;
@@ -306,8 +306,7 @@ void Inbound::maybe_ack(size_t i) {
   acked_ = next_;
 }
 
-void Inbound::ask_resend(const std::string& why) {
-  (void)why;
+void Inbound::ask_resend() {
   resend_owed_ = true;
   min_epoch_ = std::max(min_epoch_, max_epoch_ + 1);
   scanning_ = true;
@@ -371,7 +370,7 @@ void Inbound::lost(size_t i, std::string cause) {
     if (failed_.ok()) failed_ = events_->no_path_left("receiving", paths_);
     return;
   }
-  ask_resend(absl::StrCat(path.name(), " failed"));
+  ask_resend();
 }
 
 }  // namespace weft::transport::tcp

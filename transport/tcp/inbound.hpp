@@ -55,7 +55,9 @@ class Inbound {
   bool drop_payload(size_t path);
   /// Reads a checksummed frame whole and checks it; true once it may be handed over.
   bool verify(size_t path);
-  void ask_resend(const std::string& why);
+  /// Drops everything of the epochs seen so far and owes the sender a resend request from
+  /// the next byte (sent on every live path by flush_control).
+  void ask_resend();
   void send_control(const Frame& f, size_t path);
   void flush_control();
   void maybe_ack(size_t path);

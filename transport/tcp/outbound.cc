@@ -129,13 +129,10 @@ bool Outbound::write_current(int flags, uint64_t stop) {
   Path& path = *paths_[cur_.path];
   const size_t frame_bytes = kFrameHeaderBytes + (cur_.end - cur_.start);
   size_t budget = frame_bytes - cur_.sent;
-  bool capped = false;  // this call's share ends inside the frame
+  // This call's share may end inside the frame; the next call sends on from there.
   if (!cur_.orphan && cur_.end > stop) {
     const size_t upto = kFrameHeaderBytes + (stop > cur_.start ? stop - cur_.start : 0);
-    if (upto > cur_.sent && upto - cur_.sent < budget) {
-      budget = upto - cur_.sent;
-      capped = true;
-    }
+    if (upto > cur_.sent && upto - cur_.sent < budget) budget = upto - cur_.sent;
   }
   // A test's fault: the path dies at a chosen byte of the stream (or of a header).
   bool kill_after = false;
@@ -149,7 +146,6 @@ bool Outbound::write_current(int flags, uint64_t stop) {
     if (kill_point != SIZE_MAX && kill_point >= cur_.sent && kill_point - cur_.sent <= budget) {
       budget = kill_point - cur_.sent;
       kill_after = true;
-      capped = false;
     }
   }
   iovec parts[3];
@@ -191,7 +187,6 @@ bool Outbound::write_current(int flags, uint64_t stop) {
     cur_.active = false;
     return true;
   }
-  (void)capped;
   return false;  // the socket is full, or this call's share is sent
 }
 

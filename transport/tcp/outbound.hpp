@@ -47,7 +47,6 @@ class Outbound {
   void lost(size_t path, std::string cause);
 
   const absl::Status& failed() const { return failed_; }
-  size_t live_paths() const { return live_.size(); }
 
  private:
   struct Current {

@@ -259,8 +259,6 @@ RailStats TcpPair::rail_stats(size_t rail) const {
           paths_[in_base_ + rail]->payload_received.get()};
 }
 
-size_t TcpPair::live_paths() const { return out_->live_paths(); }
-
 int TcpPair::sndbuf_bytes() const {
   return get_int_option(paths_[out_base_]->fd(), SOL_SOCKET, SO_SNDBUF);
 }

@@ -100,8 +100,6 @@ class TcpPair : public Pair {
   size_t rails() const { return rails_; }
   /// What rail `rail` (< rails()) has carried of the stream, each way.
   RailStats rail_stats(size_t rail) const;
-  /// Outbound paths still alive.
-  size_t live_paths() const;
 
   /// Kernel buffer sizes the first socket actually got (as getsockopt reports them), for logs.
   int sndbuf_bytes() const;
