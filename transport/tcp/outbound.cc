@@ -65,7 +65,7 @@ void Outbound::stage(const std::byte* data, size_t len) {
 absl::StatusOr<size_t> Outbound::send(const std::byte* data, size_t len, int flags) {
   if (!failed_.ok()) return failed_;
   if (++calls_ % kControlEveryCalls == 0 || staged_ - acked_ > kRetainBytes / 2) {
-    for (size_t i : std::vector<size_t>(live_)) read_control(i);
+    read_all_control();
     if (!failed_.ok()) return failed_;
   }
   stage(data, len);
@@ -80,7 +80,7 @@ absl::StatusOr<size_t> Outbound::send(const std::byte* data, size_t len, int fla
 absl::Status Outbound::tend() {
   if (!failed_.ok()) return failed_;
   if (!unacknowledged() && !owes()) return failed_;  // nothing can come: no system call
-  for (size_t i : std::vector<size_t>(live_)) read_control(i);
+  read_all_control();
   if (owes()) push(0);
   return failed_;
 }
@@ -188,6 +188,14 @@ bool Outbound::write_current(int flags, uint64_t stop) {
     return true;
   }
   return false;  // the socket is full, or this call's share is sent
+}
+
+// Every live path may carry control frames back. By index, not over live_: a resend request
+// can restart the epoch (and rebuild live_) midway, and a copy would allocate on the data path.
+void Outbound::read_all_control() {
+  for (size_t i = 0; i < paths_.size() && failed_.ok(); ++i) {
+    if (paths_[i]->alive()) read_control(i);
+  }
 }
 
 void Outbound::read_control(size_t i) {

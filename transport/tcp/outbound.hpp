@@ -66,6 +66,7 @@ class Outbound {
   /// socket is full or failed, or `stop` is reached.
   bool write_current(int flags, uint64_t stop);
   void read_control(size_t path);
+  void read_all_control();
   void restart(uint64_t from, const std::string& why);
   size_t path_for(uint64_t offset) const;
   std::string live_names() const;
