@@ -275,13 +275,18 @@ std::vector<int> Listener::take(int rank) {
   auto it = stash_.find(rank);
   if (it == stash_.end() || it->second.arrived < it->second.rail_count) return {};
   Stashed& link = it->second;
-  for (uint32_t r = 0; r < link.rail_count; ++r) {
-    if (!peer_hung_up(link.fds[r])) continue;
-    log_warning(absl::StrCat("tcp: rank ", rank, " closed its acked connection (socket ", r, " of ",
-                        link.rail_count, ") to rank ", init_.rank, " before rank ", init_.rank,
-                        " took it; waiting for a new one"));
-    close_fd(std::exchange(link.fds[r], -1));
-    --link.arrived;
+  // A dialer closes its sockets only when it gives up on the whole link, and then dials
+  // every socket again: a link whose every socket hung up is such a leftover. One that lost
+  // only some sockets lost paths (the dialer already sent, and a path failed): the link
+  // runs on the others, and the pair tells the story.
+  const bool all_gone = std::all_of(link.fds.begin(), link.fds.begin() + link.rail_count,
+                                    [](int fd) { return peer_hung_up(fd); });
+  if (all_gone) {
+    log_warning(absl::StrCat("tcp: rank ", rank, " closed its acked connections (", link.rail_count,
+                             " sockets) to rank ", init_.rank, " before rank ", init_.rank,
+                             " took them; waiting for new ones"));
+    for (uint32_t r = 0; r < link.rail_count; ++r) close_fd(std::exchange(link.fds[r], -1));
+    link.arrived = 0;
     return {};
   }
   std::vector<int> fds(link.fds.begin(), link.fds.begin() + link.rail_count);
