@@ -47,7 +47,7 @@ WEFT_TIMEOUT_S = 30  # ranks 0-2 wait this long at most for rank 3 in the rendez
 # The wire formats, as src/bootstrap.hpp and transport/tcp/handshake.hpp describe them.
 RENDEZVOUS_VERSION = 2
 TCP_MAGIC = 0x54464557
-TCP_VERSION = 4
+TCP_VERSION = 5
 CHALLENGE_CODE = 0x43484C47
 PROOF_BYTES = 32
 CHALLENGE_BYTES = 8 + 16 + PROOF_BYTES  # header, the server's nonce, the server's proof
@@ -80,7 +80,7 @@ def rendezvous_hello(job_id, rank, size):
 
 def tcp_hello(job_id, from_rank, to_rank, size):
     # u32 magic, u32 version, u64 job, u32 from, u32 to, u32 size, u32 verdict (0: hello),
-    # u32 socket, u32 socket count (two per rail: transport/tcp/pair.hpp), nonce.
+    # u32 socket, u32 socket count (two per rail, data and control: transport/tcp/pair.hpp), nonce.
     return struct.pack("<IIQIIIIII", TCP_MAGIC, TCP_VERSION, job_id, from_rank, to_rank, size, 0,
                        0, 2) + secrets.token_bytes(16)
 

@@ -47,7 +47,7 @@ std::pair<int, int> loopback_pair() {
 struct TwoRailLink {
   std::unique_ptr<transport::tcp::TcpPair> zero, one;
   TwoRailLink() {
-    // Two sockets a rail, one per direction's data (transport/tcp/pair.hpp).
+    // Two sockets a rail: data, then control (transport/tcp/pair.hpp).
     std::vector<int> a, b;
     for (int k = 0; k < 4; ++k) {
       auto [x, y] = loopback_pair();

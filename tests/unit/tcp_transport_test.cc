@@ -182,7 +182,7 @@ TEST(TcpTransport, OnlyDialersThatProveTheSecretAreTaken) {
   ASSERT_EQ(impostor.transports.size(), 2u);
   const std::string listener = r.transports[1]->address();
   tcp::Handshake h;
-  // A one-rail link is two sockets, one per direction's data (tcp/pair.hpp): this is socket 0.
+  // A one-rail link is two sockets, data and control (tcp/pair.hpp): this is socket 0.
   h.job_id = job, h.from_rank = 0, h.to_rank = 1, h.size = 2, h.nonce = fresh_nonce();
   h.rail = 0, h.rail_count = 2;
   const tcp::HelloWire hello = tcp::encode_hello(h);

@@ -2,10 +2,10 @@
 // runs on. Every run of data bytes travels with a descriptor saying where in the link's
 // stream it belongs (offset), under which epoch (the sender starts a new epoch each time it
 // resends after a fault) and on which socket the next frame follows; the receiver answers
-// on the same sockets with acknowledgements (what it has consumed) and requests to resend
-// (a checksum that did not match, a socket it lost). Outbound and inbound data never share
-// a socket direction with the other side's data, so a control frame never waits behind
-// data nobody is reading (pair.hpp).
+// with acknowledgements (what it has consumed) and requests to resend (a checksum that did
+// not match, a rail it lost). Control frames travel on a socket of their own beside each
+// rail's data socket, so a control frame never waits behind data nobody is reading
+// (pair.hpp).
 #pragma once
 
 #include <cstddef>

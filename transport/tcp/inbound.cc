@@ -17,8 +17,10 @@ constexpr int kMaxHeadsPerScan = 16;
 
 }  // namespace
 
-Inbound::Inbound(std::vector<Path*> paths, const LinkFaults& faults, LinkEvents* events)
-    : paths_(std::move(paths)),
+Inbound::Inbound(std::vector<Path*> data, std::vector<Path*> control, const LinkFaults& faults,
+                 LinkEvents* events)
+    : paths_(std::move(data)),
+      control_(std::move(control)),
       events_(events),
       heads_(paths_.size()),
       staging_(new std::byte[kStagingBytes]),
@@ -165,13 +167,7 @@ bool Inbound::verify(size_t i) {
   return true;
 }
 
-// The kernel leaves the delayed-acknowledgement mode after every delayed ACK that found
-// nothing to ride on (about every 40 ms here): asking again every few frames keeps it, at
-// one system call per kDelayAcksEvery frames.
-constexpr uint32_t kDelayAcksEvery = 32;
-
 void Inbound::frame_done(size_t i) {
-  if (++frames_ % kDelayAcksEvery == 1) paths_[i]->delay_acks();
   const Frame& f = *heads_[i].frame;
   min_epoch_ = std::max(min_epoch_, f.epoch);
   expected_ = f.next_path;
@@ -185,6 +181,7 @@ absl::StatusOr<size_t> Inbound::receive(size_t max, const Scatter* to, const Sin
     corrupt_rate_ = std::min(r, 1.0);
     corrupt(nullptr, 0);  // draws the distance to the first flip at the new rate
   }
+  notice_deaths();
   flush_control();
   size_t handed = 0;
   std::optional<size_t> last;
@@ -277,14 +274,16 @@ absl::StatusOr<size_t> Inbound::receive(size_t max, const Scatter* to, const Sin
 // the last bytes of a message and its own waits stop listening for more.
 absl::Status Inbound::tend() {
   if (!failed_.ok()) return failed_;
+  notice_deaths();
   if (next_ == acked_ && !resend_owed_ &&
-      std::none_of(paths_.begin(), paths_.end(), [](Path* p) { return p->control_out_left > 0; })) {
+      std::none_of(control_.begin(), control_.end(),
+                   [](Path* p) { return p->control_out_left > 0; })) {
     return failed_;  // nothing owed: no system call
   }
   flush_control();
   if (next_ > acked_) {
-    for (size_t i = 0; i < paths_.size(); ++i) {
-      if (!paths_[i]->alive() || paths_[i]->control_out_left > 0) continue;
+    for (size_t i = 0; i < control_.size(); ++i) {
+      if (!control_[i]->alive() || control_[i]->control_out_left > 0) continue;
       Frame ack;
       ack.type = Frame::kAck;
       ack.offset = next_;
@@ -297,8 +296,8 @@ absl::Status Inbound::tend() {
 }
 
 void Inbound::maybe_ack(size_t i) {
-  if (next_ - acked_ < kAckEveryBytes || !paths_[i]->alive()) return;
-  if (paths_[i]->control_out_left > 0) return flush_control();
+  if (next_ - acked_ < kAckEveryBytes || !control_[i]->alive()) return;
+  if (control_[i]->control_out_left > 0) return flush_control();
   Frame ack;
   ack.type = Frame::kAck;
   ack.offset = next_;
@@ -313,7 +312,7 @@ void Inbound::ask_resend() {
 }
 
 void Inbound::send_control(const Frame& f, size_t i) {
-  Path& path = *paths_[i];
+  Path& path = *control_[i];
   encode_frame(f, path.control_out);
   path.control_out_left = kFrameHeaderBytes;
   iovec part{path.control_out, kFrameHeaderBytes};
@@ -326,8 +325,8 @@ void Inbound::send_control(const Frame& f, size_t i) {
 }
 
 void Inbound::flush_control() {
-  for (size_t i = 0; i < paths_.size(); ++i) {
-    Path& path = *paths_[i];
+  for (size_t i = 0; i < control_.size(); ++i) {
+    Path& path = *control_[i];
     if (path.control_out_left == 0 || !path.alive()) continue;
     iovec part{path.control_out + kFrameHeaderBytes - path.control_out_left,
                path.control_out_left};
@@ -347,13 +346,19 @@ void Inbound::flush_control() {
   r.offset = next_;
   r.length = lost_mask_;
   bool sent = false;
-  for (size_t i = 0; i < paths_.size(); ++i) {
-    if (!paths_[i]->alive() || paths_[i]->control_out_left > 0) continue;
+  for (size_t i = 0; i < control_.size(); ++i) {
+    if (!control_[i]->alive() || control_[i]->control_out_left > 0) continue;
     send_control(r, i);
     sent = true;
   }
   if (sent) resend_owed_ = false;
   acked_ = std::max(acked_, next_);
+}
+
+void Inbound::notice_deaths() {
+  for (size_t i = 0; i < paths_.size() && i < 32; ++i) {
+    if (!paths_[i]->alive() && (lost_mask_ >> i & 1U) == 0) lost(i, paths_[i]->cause());
+  }
 }
 
 void Inbound::lost(size_t i, std::string cause) {

@@ -1,9 +1,10 @@
-// The receiving half of a tcp link. It reads frames (frame.hpp) from the inbound paths in
-// the order their headers say (each names the path of the next), hands over the bytes at
+// The receiving half of a tcp link. It reads frames (frame.hpp) from the rails' data sockets
+// in the order their headers say (each names the rail of the next), hands over the bytes at
 // the stream offset it expects next and skips what it already has: frames of an epoch the
-// sender has left behind, and bytes sent again. It acknowledges what it consumed every
-// kAckEveryBytes, and asks the sender to resume when a path fails or a checksum does not
-// match; until the sender's next epoch arrives it drops everything older.
+// sender has left behind, and bytes sent again. On the rails' control sockets it
+// acknowledges what it consumed every kAckEveryBytes, and asks the sender to resume when a
+// rail fails or a checksum does not match; until the sender's next epoch arrives it drops
+// everything older.
 #pragma once
 
 #include <cstddef>
@@ -24,13 +25,15 @@ namespace weft::transport::tcp {
 
 class Inbound {
  public:
-  Inbound(std::vector<Path*> paths, const LinkFaults& faults, LinkEvents* events);
+  /// Each rail's data and control socket, as Outbound takes them.
+  Inbound(std::vector<Path*> data, std::vector<Path*> control, const LinkFaults& faults,
+          LinkEvents* events);
 
   /// Up to `max` bytes, to where `to` says (not null) or through `sink`.
   absl::StatusOr<size_t> receive(size_t max, const Scatter* to, const Sink* sink);
   /// Sends what is owed (an acknowledgement, a resend request) while the caller waits.
   absl::Status tend();
-  /// A socket of `path` reported an error or hang-up (check_peer's poll).
+  /// A socket of rail `path` reported an error or hang-up (check_peer's poll).
   void lost(size_t path, std::string cause);
 
   const absl::Status& failed() const { return failed_; }
@@ -63,8 +66,11 @@ class Inbound {
   void maybe_ack(size_t path);
   void corrupt(std::byte* data, size_t len);
   void frame_done(size_t path);
+  /// Asks for a resend after a rail the sending half found dead (the twins share sockets).
+  void notice_deaths();
 
-  std::vector<Path*> paths_;
+  std::vector<Path*> paths_;    ///< each rail's data socket
+  std::vector<Path*> control_;  ///< each rail's control socket: acknowledgements go here
   LinkEvents* events_;
   std::vector<Head> heads_;
   std::unique_ptr<std::byte[]> staging_;  ///< kStagingBytes: sink reads and drops
@@ -78,7 +84,6 @@ class Inbound {
   bool scanning_ = false;      ///< the next frame may be on any path
   uint64_t acked_ = 0;         ///< the last acknowledgement sent
   bool resend_owed_ = false;
-  uint32_t frames_ = 0;        ///< frames finished, for Path::delay_acks' cadence
   uint32_t lost_mask_ = 0;
   double corrupt_rate_ = 0;
   std::minstd_rand corrupt_rng_;

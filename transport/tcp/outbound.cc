@@ -26,9 +26,10 @@ constexpr size_t kMaxPlainFrameBytes = kStripeBytes;
 
 }  // namespace
 
-Outbound::Outbound(std::vector<Path*> paths, bool checksum, const LinkFaults& faults,
-                   LinkEvents* events)
-    : paths_(std::move(paths)),
+Outbound::Outbound(std::vector<Path*> data, std::vector<Path*> control, bool checksum,
+                   const LinkFaults& faults, LinkEvents* events)
+    : paths_(std::move(data)),
+      control_(std::move(control)),
       checksum_(checksum),
       faults_(faults),
       events_(events),
@@ -62,8 +63,25 @@ void Outbound::stage(const std::byte* data, size_t len) {
   }
 }
 
+bool Outbound::usable(size_t i) const { return paths_[i]->alive() && control_[i]->alive(); }
+
+void Outbound::notice_deaths() {
+  for (size_t i : live_) {
+    if (!usable(i)) return restart(acked_, absl::StrCat(paths_[i]->name(), " failed"));
+  }
+}
+
+std::vector<Path*> Outbound::why_rails_failed() const {
+  std::vector<Path*> out;
+  for (size_t i = 0; i < paths_.size(); ++i) {
+    out.push_back(paths_[i]->alive() ? control_[i] : paths_[i]);
+  }
+  return out;
+}
+
 absl::StatusOr<size_t> Outbound::send(const std::byte* data, size_t len, int flags) {
   if (!failed_.ok()) return failed_;
+  notice_deaths();
   if (++calls_ % kControlEveryCalls == 0 || staged_ - acked_ > kRetainBytes / 2) {
     read_all_control();
     if (!failed_.ok()) return failed_;
@@ -79,6 +97,7 @@ absl::StatusOr<size_t> Outbound::send(const std::byte* data, size_t len, int fla
 
 absl::Status Outbound::tend() {
   if (!failed_.ok()) return failed_;
+  notice_deaths();
   if (!unacknowledged() && !owes()) return failed_;  // nothing can come: no system call
   read_all_control();
   if (owes()) push(0);
@@ -190,19 +209,19 @@ bool Outbound::write_current(int flags, uint64_t stop) {
   return false;  // the socket is full, or this call's share is sent
 }
 
-// Every live path may carry control frames back. By index, not over live_: a resend request
+// Every live rail may carry control frames back. By index, not over live_: a resend request
 // can restart the epoch (and rebuild live_) midway, and a copy would allocate on the data path.
 void Outbound::read_all_control() {
   for (size_t i = 0; i < paths_.size() && failed_.ok(); ++i) {
-    if (paths_[i]->alive()) read_control(i);
+    if (control_[i]->alive()) read_control(i);
   }
 }
 
 void Outbound::read_control(size_t i) {
-  Path& path = *paths_[i];
+  Path& path = *control_[i];
   for (int frames = 0; frames < 64 && path.alive(); ++frames) {
     auto header = path.read_header();
-    if (!header.ok()) return lost(i, std::string(header.status().message()));
+    if (!header.ok()) return control_lost(i, std::string(header.status().message()));
     if (!header->has_value()) return;
     const Frame& f = **header;
     if (f.type == Frame::kAck) {
@@ -221,15 +240,27 @@ void Outbound::read_control(size_t i) {
       } else {
         // Resumed since; drop paths the receiver has lost from the epoch all the same.
         live_.erase(std::remove_if(live_.begin(), live_.end(),
-                                   [&](size_t p) { return !paths_[p]->alive(); }),
+                                   [&](size_t p) { return !usable(p); }),
                     live_.end());
-        if (live_.empty()) failed_ = events_->no_path_left("sending", paths_);
+        if (live_.empty()) failed_ = events_->no_path_left("sending", why_rails_failed());
       }
       if (!failed_.ok()) return;
     } else {
-      return lost(i, "a data frame where only acknowledgements belong: out of step");
+      return control_lost(i, "a data frame where only acknowledgements belong: out of step");
     }
   }
+}
+
+// A rail whose control socket failed carries no acknowledgements: nothing more is sent on
+// it. When the peer closed that socket the data twin lives on for the receiving half, to
+// read what the peer still sent there; any other failure took it too (Path::kill).
+void Outbound::control_lost(size_t i, std::string cause) {
+  Path& control = *control_[i];
+  if (control.alive()) {
+    control.kill(std::move(cause));
+    events_->path_lost("sending", control, wire_);
+  }
+  notice_deaths();
 }
 
 void Outbound::lost(size_t i, std::string cause) {
@@ -244,10 +275,10 @@ void Outbound::lost(size_t i, std::string cause) {
 void Outbound::restart(uint64_t from, const std::string& why) {
   live_.clear();
   for (size_t i = 0; i < paths_.size(); ++i) {
-    if (paths_[i]->alive()) live_.push_back(i);
+    if (usable(i)) live_.push_back(i);
   }
   if (live_.empty()) {
-    failed_ = events_->no_path_left("sending", paths_);
+    failed_ = events_->no_path_left("sending", why_rails_failed());
     return;
   }
   // A frame half on a live socket must be finished, or that socket's stream is out of step;

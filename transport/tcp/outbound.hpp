@@ -1,10 +1,11 @@
 // The sending half of a tcp link. The caller's bytes are copied into a retention ring before
-// they leave, cut into frames (frame.hpp) and striped over the outbound paths by stream
-// offset (kStripeBytes per path in turn). The ring keeps every byte until the receiver
-// acknowledges it, so when a path fails, or the receiver asks again (a CRC32C mismatch,
-// a path it lost), the sender starts a new epoch over the paths left and sends again from
-// the last acknowledged byte; the receiver skips what it already has. The caller never
-// notices: a byte counts as taken once it is in the kernel, as before.
+// they leave, cut into frames (frame.hpp) and striped over the rails' data sockets by stream
+// offset (kStripeBytes per rail in turn). The ring keeps every byte until the receiver
+// acknowledges it (on the rails' control sockets), so when a rail fails, or the receiver
+// asks again (a CRC32C mismatch, a rail it lost), the sender starts a new epoch over the
+// rails left and sends again from the last acknowledged byte; the receiver skips what it
+// already has. The caller never notices: a byte counts as taken once it is in the kernel,
+// as before.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,10 @@ inline constexpr size_t kChecksumFrameBytes = 64 << 10;
 
 class Outbound {
  public:
-  /// `paths` in the order both ends number them; the pair owns them and `events`.
-  Outbound(std::vector<Path*> paths, bool checksum, const LinkFaults& faults, LinkEvents* events);
+  /// Each rail's data and control socket, in the order both ends number them; the pair owns
+  /// them and `events`.
+  Outbound(std::vector<Path*> data, std::vector<Path*> control, bool checksum,
+           const LinkFaults& faults, LinkEvents* events);
 
   /// Takes up to `len` bytes of the stream; returns how many are now in a kernel's hands.
   absl::StatusOr<size_t> send(const std::byte* data, size_t len, int flags);
@@ -43,7 +46,7 @@ class Outbound {
   bool owes() const { return wire_ < taken_ || cur_.orphan; }
   /// Whether sent bytes await acknowledgement: until then a resend request may come.
   bool unacknowledged() const { return acked_ < std::max(wire_, taken_); }
-  /// A socket of `path` reported an error or hang-up (check_peer's poll).
+  /// A socket of rail `path` reported an error or hang-up (check_peer's poll).
   void lost(size_t path, std::string cause);
 
   const absl::Status& failed() const { return failed_; }
@@ -67,11 +70,19 @@ class Outbound {
   bool write_current(int flags, uint64_t stop);
   void read_control(size_t path);
   void read_all_control();
+  /// Resumes without a rail the receiving half found dead (the twins share sockets).
+  void notice_deaths();
+  void control_lost(size_t path, std::string cause);
+  /// Whether rail `path` can carry data: both its sockets live.
+  bool usable(size_t path) const;
+  /// For each rail, the socket whose failure ended it for sending.
+  std::vector<Path*> why_rails_failed() const;
   void restart(uint64_t from, const std::string& why);
   size_t path_for(uint64_t offset) const;
   std::string live_names() const;
 
-  std::vector<Path*> paths_;
+  std::vector<Path*> paths_;    ///< each rail's data socket
+  std::vector<Path*> control_;  ///< each rail's control socket: acknowledgements come here
   const bool checksum_;
   LinkFaults faults_;
   LinkEvents* events_;

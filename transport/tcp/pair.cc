@@ -99,16 +99,14 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
     set_path_timeout(fd, init.path_timeout_ms);
     paths_.push_back(std::make_unique<Path>(fd, absl::StrCat("path ", i % rails_)));
   }
-  const bool lower = self_rank < peer_rank;
-  out_base_ = lower ? 0 : rails_;
-  in_base_ = lower ? rails_ : 0;
-  std::vector<Path*> out, in;
+  std::vector<Path*> data, control;
   for (size_t r = 0; r < rails_; ++r) {
-    out.push_back(paths_[out_base_ + r].get());
-    in.push_back(paths_[in_base_ + r].get());
+    paths_[r]->pair_with(paths_[rails_ + r].get());
+    data.push_back(paths_[r].get());
+    control.push_back(paths_[rails_ + r].get());
   }
-  out_ = std::make_unique<Outbound>(out, init.checksum, init.faults, &events_);
-  in_ = std::make_unique<Inbound>(in, init.faults, &events_);
+  out_ = std::make_unique<Outbound>(data, control, init.checksum, init.faults, &events_);
+  in_ = std::make_unique<Inbound>(data, control, init.faults, &events_);
 }
 
 TcpPair::~TcpPair() = default;
@@ -118,7 +116,7 @@ void TcpPair::name_paths() const {
   for (size_t r = 0; r < rails_; ++r) {
     SockAddr local;
     socklen_t len = sizeof local.storage;
-    if (getsockname(paths_[out_base_ + r]->fd(), reinterpret_cast<sockaddr*>(&local.storage),
+    if (getsockname(paths_[r]->fd(), reinterpret_cast<sockaddr*>(&local.storage),
                     &len) == 0) {
       local.len = len;
       if (auto ifname = interface_holding(local); ifname.ok()) path_ifnames_[r] = *ifname;
@@ -177,17 +175,13 @@ absl::Status TcpPair::check_peer() {
   std::array<pollfd, 2 * kMaxRails> polls;
   for (size_t i = 0; i < paths_.size(); ++i) polls[i] = {paths_[i]->fd(), POLLIN, 0};
   if (::poll(polls.data(), paths_.size(), 0) > 0) {
-    for (size_t r = 0; r < rails_; ++r) {
-      const pollfd& o = polls[out_base_ + r];
-      if ((o.revents & POLLERR) != 0 && paths_[out_base_ + r]->alive()) {
-        const int err = get_int_option(o.fd, SOL_SOCKET, SO_ERROR);
-        out_->lost(r, absl::StrCat("poll: ", std::strerror(err > 0 ? err : ECONNRESET)));
-      }
-      const pollfd& i = polls[in_base_ + r];
-      if ((i.revents & POLLERR) != 0 && paths_[in_base_ + r]->alive()) {
-        const int err = get_int_option(i.fd, SOL_SOCKET, SO_ERROR);
-        in_->lost(r, absl::StrCat("poll: ", std::strerror(err > 0 ? err : ECONNRESET)));
-      }
+    for (size_t i = 0; i < paths_.size(); ++i) {
+      const size_t r = i % rails_;
+      if ((polls[i].revents & POLLERR) == 0 || !paths_[i]->alive()) continue;
+      const int err = get_int_option(polls[i].fd, SOL_SOCKET, SO_ERROR);
+      const std::string cause = absl::StrCat("poll: ", std::strerror(err > 0 ? err : ECONNRESET));
+      out_->lost(r, cause);  // kills both sockets of the rail; both halves resume without it
+      in_->lost(r, cause);
     }
   }
   (void)out_->tend();
@@ -201,8 +195,8 @@ PairStats TcpPair::stats() const {
     s.path_failures += p->failures.get();
   }
   for (size_t r = 0; r < rails_; ++r) {
-    s.bytes_sent += paths_[out_base_ + r]->payload_sent.get();
-    s.bytes_received += paths_[in_base_ + r]->payload_received.get();
+    s.bytes_sent += paths_[r]->payload_sent.get();
+    s.bytes_received += paths_[r]->payload_received.get();
   }
   s.errors = s.path_failures;
   s.resumptions = events_.resumptions.get();
@@ -214,13 +208,13 @@ PairStats TcpPair::stats() const {
 void TcpPair::read_path_counters(PathCounterSink sink) const {
   if (!paths_named_) name_paths();
   for (size_t r = 0; r < rails_; ++r) {
-    const Path& out = *paths_[out_base_ + r];
+    const Path& data = *paths_[r];
     const std::string_view path = path_ifnames_[r];
-    // A level: 1 once either direction's socket on this rail died (it stays dead).
-    const bool down = out.failures.get() + paths_[in_base_ + r]->failures.get() > 0;
+    // A level: 1 once the rail died (it stays dead).
+    const bool down = data.dead_seen_elsewhere() || paths_[rails_ + r]->dead_seen_elsewhere();
     sink(path, "path_down", down ? 1.0 : 0.0, false);
     SocketPathInfo info;
-    if (!out.alive() || !read_socket_path_info(out.fd(), &info)) continue;
+    if (data.dead_seen_elsewhere() || !read_socket_path_info(data.fd(), &info)) continue;
     sink(path, "tcp_retransmits", static_cast<double>(info.retransmits), true);
     sink(path, "tcp_segments_sent", static_cast<double>(info.segments_sent), true);
     sink(path, "tcp_bytes_retransmitted", static_cast<double>(info.bytes_retrans), true);
@@ -232,21 +226,20 @@ void TcpPair::read_path_counters(PathCounterSink sink) const {
   }
 }
 
-// A rail's two sockets are one path to the user: dead when either is.
+// A rail's two sockets are one path to the user, and die together (Path::pair_with).
 std::vector<Pair::PathView> TcpPair::paths() const {
   std::vector<PathView> out;
   for (size_t r = 0; r < rails_; ++r) {
-    const Path& o = *paths_[out_base_ + r];
-    const Path& i = *paths_[in_base_ + r];
+    const Path& data = *paths_[r];
+    const Path& control = *paths_[rails_ + r];
     PathView v;
     v.name = absl::StrCat("path ", r);
-    v.bytes_sent = o.payload_sent.get();
-    v.bytes_received = i.payload_received.get();
-    v.alive = !o.dead_seen_elsewhere() && !i.dead_seen_elsewhere();
-    if (o.dead_seen_elsewhere()) v.failure = absl::StrCat("sending: ", o.failure_seen_elsewhere());
-    if (i.dead_seen_elsewhere()) {
-      absl::StrAppend(&v.failure, v.failure.empty() ? "" : "; ", "receiving: ",
-                      i.failure_seen_elsewhere());
+    v.bytes_sent = data.payload_sent.get();
+    v.bytes_received = data.payload_received.get();
+    v.alive = !data.dead_seen_elsewhere() && !control.dead_seen_elsewhere();
+    if (!v.alive) {
+      v.failure = data.dead_seen_elsewhere() ? data.failure_seen_elsewhere()
+                                             : control.failure_seen_elsewhere();
     }
     out.push_back(std::move(v));
   }
@@ -255,15 +248,14 @@ std::vector<Pair::PathView> TcpPair::paths() const {
 
 RailStats TcpPair::rail_stats(size_t rail) const {
   if (rail >= rails_) return {};
-  return {paths_[out_base_ + rail]->payload_sent.get(),
-          paths_[in_base_ + rail]->payload_received.get()};
+  return {paths_[rail]->payload_sent.get(), paths_[rail]->payload_received.get()};
 }
 
 int TcpPair::sndbuf_bytes() const {
-  return get_int_option(paths_[out_base_]->fd(), SOL_SOCKET, SO_SNDBUF);
+  return get_int_option(paths_[0]->fd(), SOL_SOCKET, SO_SNDBUF);
 }
 int TcpPair::rcvbuf_bytes() const {
-  return get_int_option(paths_[in_base_]->fd(), SOL_SOCKET, SO_RCVBUF);
+  return get_int_option(paths_[0]->fd(), SOL_SOCKET, SO_RCVBUF);
 }
 
 }  // namespace weft::transport::tcp

@@ -1,8 +1,10 @@
-// One tcp link: for each rail the link runs over, two connected, non-blocking sockets, one
-// per direction of data (the lower rank's data on sockets [0, K), the higher's on [K, 2K)),
-// each a Path (path.hpp). The sending half (outbound.hpp) frames, retains and stripes the
-// stream; the receiving half (inbound.hpp) reassembles it and acknowledges. Because each
-// socket carries one side's data and only the other side's acknowledgements back, an
+// One tcp link: for each rail the link runs over, two connected, non-blocking sockets, each
+// a Path (path.hpp): one carries data frames both ways (sockets [0, K)), the other
+// acknowledgements and resend requests both ways ([K, 2K)). The sending half (outbound.hpp)
+// frames, retains and stripes the stream; the receiving half (inbound.hpp) reassembles it
+// and acknowledges. Data both ways on one socket lets each side's TCP acknowledgements ride
+// on the other side's data, as before links were framed (a socket per direction cost small
+// messages about a segment more a call); control on a socket of its own means an
 // acknowledgement never waits behind data the caller is not reading yet.
 //
 // Striping. With K outbound paths alive, the stream is cut by offset into chunks of
@@ -74,8 +76,9 @@ class Inbound;
 
 class TcpPair : public Pair {
  public:
-  /// Takes ownership of `fds`: 2K connected sockets (K = 1 to kMaxRails rails), numbered as
-  /// both ends number them; `peer_address` is what the messages name.
+  /// Takes ownership of `fds`: 2K connected sockets (K = 1 to kMaxRails rails: data sockets,
+  /// then control sockets), numbered as both ends number them; `peer_address` is what the
+  /// messages name.
   TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank, std::string peer_address,
           const TransportInit& init);
   ~TcpPair() override;
@@ -117,11 +120,9 @@ class TcpPair : public Pair {
   const int self_rank_;
   const int peer_rank_;
   LinkEvents events_;
-  std::vector<std::unique_ptr<Path>> paths_;  ///< [0, K): the lower rank's data; [K, 2K)
+  std::vector<std::unique_ptr<Path>> paths_;  ///< [0, K): data; [K, 2K): control, by rail
   std::unique_ptr<Outbound> out_;
   std::unique_ptr<Inbound> in_;
-  size_t out_base_ = 0;  ///< paths_[out_base_ + r] carries this side's data on rail r
-  size_t in_base_ = 0;
   // Empty: none found. Written and read by the health monitor's thread alone.
   mutable std::vector<std::string> path_ifnames_;
   mutable bool paths_named_ = false;

@@ -1,7 +1,5 @@
 #include "transport/tcp/path.hpp"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,8 +26,14 @@ Path::Path(int fd, std::string name)
 
 Path::~Path() { close_gracefully(fd_); }
 
+absl::Status Path::peer_closed() {
+  peer_closed_ = true;
+  return absl::UnavailableError("the peer closed the connection");
+}
+
 void Path::kill(std::string cause) {
   if (!alive_) return;
+  const bool first = twin_ == nullptr || twin_->alive_;
   alive_ = false;
   cause_ = std::move(cause);
   {
@@ -37,8 +41,13 @@ void Path::kill(std::string cause) {
     failure_ = cause_;
   }
   dead_.store(true, std::memory_order_release);
-  failures.add(1);
+  if (first) failures.add(1);  // one failure a rail, whichever socket saw it
   ::shutdown(fd_, SHUT_RDWR);
+  // A peer that closed its control socket is leaving, and closes the data socket after what
+  // it sent there: that is read to its end (the last bytes a rank sends before it fails the
+  // communicator tell why). Any other death takes the twin at once, so that no control
+  // frame goes where the peer no longer reads.
+  if (twin_ != nullptr && !(is_control_ && peer_closed_)) twin_->kill(cause_);
 }
 
 absl::Status Path::errno_status(const char* op, int err) const {
@@ -95,7 +104,7 @@ absl::StatusOr<size_t> Path::read_parts(const iovec* parts, int count, bool read
     got += into_parts;
     bytes_received.add(static_cast<uint64_t>(n));
   } else if (got == 0) {  // bytes already read are reported first; the error shows next time
-    if (n == 0) return absl::UnavailableError("the peer closed the connection");
+    if (n == 0) return peer_closed();
     if (!would_block(errno)) return errno_status("recv", errno);
   }
   return got;
@@ -111,7 +120,7 @@ absl::StatusOr<std::optional<Frame>> Path::read_header() {
     inbox_end_ = have;
     const ssize_t n = ::recv(fd_, inbox_.get() + have, kInboxBytes - have, MSG_DONTWAIT);
     drained_ = n < static_cast<ssize_t>(kInboxBytes - have);
-    if (n == 0) return absl::UnavailableError("the peer closed the connection");
+    if (n == 0) return peer_closed();
     if (n < 0) {
       if (would_block(errno)) return std::optional<Frame>();
       return errno_status("recv", errno);
@@ -129,11 +138,6 @@ absl::StatusOr<std::optional<Frame>> Path::read_header() {
 std::string Path::failure_seen_elsewhere() const {
   MutexLock lock(&failure_mu_);
   return failure_;
-}
-
-void Path::delay_acks() {
-  const int zero = 0;
-  setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
 }
 
 absl::StatusOr<size_t> Path::write(const iovec* parts, int count, int flags) {

@@ -1,7 +1,8 @@
-// One path of a tcp link: a connected socket that carries the link's data one way (frames,
-// frame.hpp) and the other side's acknowledgements back. A link holds its paths for both
-// directions (pair.hpp); a path that fails (reset, error, stalled past its timeout, a frame
-// out of step) is dead for good, and the link carries on over the others.
+// One socket of a tcp link: either the one of a rail that carries data frames both ways, or
+// the one beside it that carries acknowledgements and resend requests both ways (frame.hpp,
+// pair.hpp). The two are twins: a rail is one path to its link, and when either socket
+// fails (reset, error, stalled past its timeout, a frame out of step) both die, for good,
+// and the link carries on over its other rails.
 #pragma once
 
 #include <sys/uio.h>
@@ -20,10 +21,11 @@
 
 namespace weft::transport::tcp {
 
-/// Bytes a path reads ahead of a frame header, so that a frame's header and a payload of up
-/// to 64 KiB arrive in one system call (a second costs more than copying that much here);
-/// larger payloads are read straight where they go.
-inline constexpr size_t kInboxBytes = (64 << 10) + kFrameHeaderBytes;
+/// Bytes a path reads ahead of a frame header, so that a frame's header and a small payload
+/// arrive in one system call; larger payloads are read straight where they go. Whatever is
+/// read ahead is copied once more: at 64 KiB that copy made 32 KiB allreduces 20-25% slower
+/// than one more recv, and took up to 64 KiB of every next 512 KiB frame too.
+inline constexpr size_t kInboxBytes = (4 << 10) + kFrameHeaderBytes;
 
 class Path {
  public:
@@ -41,9 +43,17 @@ class Path {
   bool dead_seen_elsewhere() const { return dead_.load(std::memory_order_acquire); }
   std::string failure_seen_elsewhere() const;
 
-  /// Marks the path dead with `cause` and shuts its socket both ways, so that the peer sees
-  /// it end at once where the network still carries packets. Idempotent.
+  /// Marks the path and its twin dead with `cause` and shuts their sockets both ways, so that
+  /// the peer sees them end at once where the network still carries packets; a data twin
+  /// lives on when the peer closed its control socket (path.cc says why). Idempotent.
   void kill(std::string cause);
+  /// Makes `control` the twin of this data socket: the two sockets of a rail live and die
+  /// together.
+  void pair_with(Path* control) {
+    twin_ = control;
+    control->twin_ = this;
+    control->is_control_ = true;
+  }
 
   /// Reads into `parts` (first what was read ahead, then the socket). Returns the count,
   /// 0 when nothing is there yet, an error when the socket failed or the peer closed it.
@@ -61,21 +71,13 @@ class Path {
   /// Whether the last read from the socket took all it had (returned short) and nothing read
   /// ahead is left: reading again at once would only find it empty.
   bool drained() const { return drained_ && inbox_begin_ == inbox_end_; }
-  /// Asks the kernel to delay its acknowledgements on this socket (TCP_QUICKACK 0, the
-  /// interactive "pingpong" mode). A socket that carries data only one way never enters that
-  /// mode by itself, and leaves it whenever a delayed acknowledgement finds nothing to ride
-  /// on; out of it, nearly every small frame read costs a pure ACK packet. Measured with
-  /// nstat over 2-rank 8-byte allreduces: 3.7 segments a call without, 3.0 with, 2.0 when
-  /// both directions shared one socket (the kernel still acknowledges at once the second of
-  /// two small segments in a row). Bulk data is acknowledged every second segment anyway.
-  void delay_acks();
   /// Sends from `parts` without blocking; the count, 0 when the socket is full.
   absl::StatusOr<size_t> write(const iovec* parts, int count, int flags = 0);
 
   /// What this path has carried, for the health monitor (LinkCounters: any thread reads).
   LinkCounter bytes_sent;
   LinkCounter bytes_received;
-  LinkCounter failures;  ///< 0 or 1: the path died
+  LinkCounter failures;  ///< 0 or 1: the path died first of its twins
   /// Stream bytes (frame payloads, not headers) sent or handed over on this path.
   LinkCounter payload_sent;
   LinkCounter payload_received;
@@ -87,10 +89,14 @@ class Path {
  private:
   absl::Status errno_status(const char* op, int err) const;
   absl::StatusOr<size_t> read_parts(const iovec* parts, int count, bool read_ahead);
+  absl::Status peer_closed();
 
   int fd_ = -1;
   std::string name_;
+  Path* twin_ = nullptr;
   bool alive_ = true;
+  bool is_control_ = false;
+  bool peer_closed_ = false;  ///< read the end of the peer's stream
   std::string cause_;
   // The same, for other threads: written once, when the path dies.
   std::atomic<bool> dead_{false};
