@@ -128,8 +128,8 @@ inline constexpr EnvVar kChecksum{
     "over; a mismatch is counted and the bytes are sent again (docs/LINKS.md)"};
 inline constexpr EnvVar kSocketsPerRail{
     "WEFT_SOCKETS_PER_RAIL", "1",
-    "tcp paths a link opens per rail and direction (1-4): more sockets to stripe over, and "
-    "others to move to when one breaks (16 per direction at most)"};
+    "tcp paths a link opens per rail (1-4; each a data and a control socket): more sockets "
+    "to stripe over, and others to move to when one breaks (16 paths a link at most)"};
 inline constexpr EnvVar kPathTimeoutMs{
     "WEFT_PATH_TIMEOUT_MS", "5000",
     "a tcp path whose sent bytes go unacknowledged this long (or an idle one that stops "
