@@ -130,8 +130,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Dial>>> TcpTransport::plan_dials(
   }
   const std::vector<Route> routes =
       plan_routes(rails_, *remote, init_.single_rail ? 1 : kMaxRails);
-  // Each direction's data has its own sockets (pair.hpp), sockets_per_rail a rail: socket
-  // k < K carries this (lower) rank's data on route k % routes, socket K + k the peer's.
+  // Each path is two sockets on one route (pair.hpp), sockets_per_rail paths a rail: socket
+  // k < K carries data both ways on route k % routes, socket K + k its control frames.
   const uint32_t rails = static_cast<uint32_t>(routes.size());
   const uint32_t per_rail = init_.single_rail ? 1 : static_cast<uint32_t>(init_.sockets_per_rail);
   const uint32_t paths = std::min<uint32_t>(rails * per_rail, kMaxRails);
