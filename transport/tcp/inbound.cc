@@ -345,13 +345,16 @@ void Inbound::flush_control() {
   r.epoch = min_epoch_ - 1;
   r.offset = next_;
   r.length = lost_mask_;
+  // Cleared first: a path that fails under this very request asks again (lost()), with a
+  // later epoch and one more path in the mask, and that request must still go out.
+  resend_owed_ = false;
   bool sent = false;
   for (size_t i = 0; i < control_.size(); ++i) {
     if (!control_[i]->alive() || control_[i]->control_out_left > 0) continue;
     send_control(r, i);
     sent = true;
   }
-  if (sent) resend_owed_ = false;
+  if (!sent) resend_owed_ = true;
   acked_ = std::max(acked_, next_);
 }
 

@@ -238,11 +238,9 @@ void Outbound::read_control(size_t i) {
         restart(acked_, absl::StrCat("rank ", events_->peer(), " asked for offset ", f.offset,
                                      " again"));
       } else {
-        // Resumed since; drop paths the receiver has lost from the epoch all the same.
-        live_.erase(std::remove_if(live_.begin(), live_.end(),
-                                   [&](size_t p) { return !usable(p); }),
-                    live_.end());
-        if (live_.empty()) failed_ = events_->no_path_left("sending", why_rails_failed());
+        // Resumed since, but the epoch may have striped bytes over a path the receiver has
+        // lost since: those went nowhere, so it starts again without that path.
+        notice_deaths();
       }
       if (!failed_.ok()) return;
     } else {
