@@ -23,8 +23,8 @@ namespace weft::transport::tcp {
 
 /// Bytes a path reads ahead of a frame header, so that a frame's header and a small payload
 /// arrive in one system call; larger payloads are read straight where they go. Whatever is
-/// read ahead is copied once more: at 64 KiB that copy made 32 KiB allreduces 20-25% slower
-/// than one more recv, and took up to 64 KiB of every next 512 KiB frame too.
+/// read ahead is copied once more: at 64 KiB that copy of a 32 KiB payload cost more than one
+/// more recv, and every 512 KiB frame paid it for up to 64 KiB of the next one too.
 inline constexpr size_t kInboxBytes = (4 << 10) + kFrameHeaderBytes;
 
 class Path {
