@@ -13,6 +13,23 @@ namespace weft {
 
 using RunFn = absl::Status (*)(const AlgoContext& ctx, const CollectiveArgs& args);
 
+/// The links an algorithm moves data over, so that the choice can skip one that would cross an
+/// isolated link (src/route.hpp). The call check itself runs over kRounds.
+enum class LinkPattern : uint8_t {
+  kRing,       ///< ring neighbours only (two ranks: the one link)
+  kRounds,     ///< the call check's rounds: ring positions one bit apart (rounds_link)
+  kEveryPair,  ///< every rank with every other
+};
+/// Which patterns every link of is in use now; the default: all of them.
+struct UsableLinks {
+  bool ring = true;
+  bool rounds = true;
+  bool every_pair = true;
+  bool allows(LinkPattern p) const {
+    return p == LinkPattern::kRing ? ring : p == LinkPattern::kRounds ? rounds : every_pair;
+  }
+};
+
 struct Algorithm {
   const char* name;
   CollectiveKind kind;
@@ -27,6 +44,7 @@ struct Algorithm {
   /// ran the rounds answer it off them (trade_states_off_the_rounds); on at most
   /// kMostDirectRanks ranks, refused by name on more.
   bool checks_every_rank = false;
+  LinkPattern links = LinkPattern::kRing;
 };
 
 /// The most ranks the direct exchange runs on: it keeps a round per peer on the stack (about
@@ -41,10 +59,13 @@ const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name);
 
 /// `name` when given (an unknown name is an error listing the known ones); otherwise the
 /// best algorithm for a message of `bytes` (the whole output for allgather) on `nranks`,
-/// `shm_only` when every link of the communicator is over shared memory.
+/// `shm_only` when every link of the communicator is over shared memory, among those whose
+/// links are all `usable` (the collective's first algorithm when none is: the barrier has
+/// only one).
 absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::string_view name,
                                                   size_t bytes, int nranks,
-                                                  size_t small_message_bytes, bool shm_only);
+                                                  size_t small_message_bytes, bool shm_only,
+                                                  UsableLinks usable = {});
 
 /// The link to the other rank, for algorithms made for two ranks (choose_algorithm refuses
 /// them by name on other counts, so any other count here is a bug: Internal).

@@ -13,11 +13,12 @@ namespace weft {
 namespace {
 
 constexpr uint8_t kMagic = 0x57;  // 'W'
-constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersion = 4;
 // Flags, in the version byte's low bits.
 constexpr uint8_t kDiffers = 1;  // a differing rank follows the head
 constexpr uint8_t kDirect = 2;   // CallAgreement::direct
-constexpr int kFlagBits = 2;
+constexpr uint8_t kRoute = 4;    // a route change follows
+constexpr int kFlagBits = 3;
 constexpr size_t kSignatureBytes = 18;
 constexpr size_t kSignatureAt = 6;  // after magic, version and reference rank
 
@@ -102,7 +103,13 @@ std::string CallSignature::describe() const {
   return out;
 }
 
+std::string RouteChange::describe() const {
+  return absl::StrCat(action == kIsolate ? "isolate" : "restore", " link ", low, "-", high);
+}
+
 void CallAgreement::merge(const CallAgreement& other) {
+  const std::optional<RouteChange> least =
+      !route || (other.route && *other.route < *route) ? other.route : route;
   const CallAgreement* low = this;
   const CallAgreement* high = &other;
   if (high->reference_rank < low->reference_rank) std::swap(low, high);
@@ -117,30 +124,40 @@ void CallAgreement::merge(const CallAgreement& other) {
     merged.differing_rank = candidate;
     merged.differing = candidate_signature;
   }
+  merged.route = least;
   *this = merged;
 }
 
 size_t CallAgreement::encode(std::byte* out) const {
   const bool differs = differing_rank != kNoRank;
   put<uint8_t>(out, kMagic);
+  const std::byte* start = out;
   put<uint8_t>(out, static_cast<uint8_t>(kVersion << kFlagBits | (differs ? kDiffers : 0) |
-                                         (direct ? kDirect : 0)));
+                                         (direct ? kDirect : 0) | (route ? kRoute : 0)));
   put<uint32_t>(out, reference_rank);
   put_signature(out, reference);
-  if (!differs) return kHeadBytes;
-  put<uint32_t>(out, differing_rank);
-  put_signature(out, differing);
-  return kWireBytes;
+  if (differs) {
+    put<uint32_t>(out, differing_rank);
+    put_signature(out, differing);
+  }
+  if (route) {
+    put<uint8_t>(out, route->action);
+    put<uint32_t>(out, route->low);
+    put<uint32_t>(out, route->high);
+  }
+  return static_cast<size_t>(out - start) + 1;  // and the magic
 }
 
 size_t CallAgreement::wire_bytes(const std::byte* head) {
-  return (std::to_integer<uint8_t>(head[1]) & kDiffers) != 0 ? kWireBytes : kHeadBytes;
+  const auto flags = std::to_integer<uint8_t>(head[1]);
+  return kHeadBytes + ((flags & kDiffers) != 0 ? kDifferingBytes : 0) +
+         ((flags & kRoute) != 0 ? kRouteBytes : 0);
 }
 
 absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t len, int nranks,
                                                     uint32_t near_sequence) {
   static_assert(kHeadBytes == kSignatureAt + kSignatureBytes &&
-                kWireBytes == kHeadBytes + 4 + kSignatureBytes);
+                kDifferingBytes == 4 + kSignatureBytes && kRouteBytes == 1 + 4 + 4);
   if (len < kHeadBytes || len != wire_bytes(in)) {
     return absl::InvalidArgumentError(absl::StrCat("call check of ", len, " bytes"));
   }
@@ -163,6 +180,18 @@ absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t 
       return absl::InvalidArgumentError("malformed call check: a differing rank of none");
     }
   }
+  if (version_and_flags & kRoute) {
+    RouteChange r;
+    const uint8_t action = get<uint8_t>(in);
+    r.action = static_cast<RouteChange::Action>(action);
+    r.low = get<uint32_t>(in);
+    r.high = get<uint32_t>(in);
+    if ((action != RouteChange::kIsolate && action != RouteChange::kRestore) || r.low >= r.high ||
+        r.high >= static_cast<uint32_t>(nranks)) {
+      return absl::InvalidArgumentError("malformed call check: a route change out of range");
+    }
+    a.route = r;
+  }
   const uint32_t ranks = static_cast<uint32_t>(nranks);
   if (a.reference_rank >= ranks || !well_formed(a.reference, nranks) ||
       (a.differing_rank != kNoRank &&
@@ -182,7 +211,7 @@ absl::Status CallAgreement::mismatch() const {
 }
 
 AgreementRound::AgreementRound(CallAgreement& known, int nranks)
-    : known_(known), nranks_(nranks), out_len_(known.encode(out_)) {}
+    : known_(known), nranks_(nranks), out_len_(known.encode(out_)), state_len_(out_len_) {}
 
 void AgreementRound::carry(const std::byte* data, size_t len) {
   const size_t n = std::min(len, sizeof out_ - out_len_);
@@ -191,8 +220,7 @@ void AgreementRound::carry(const std::byte* data, size_t len) {
 }
 
 void AgreementRound::carry_in_place(const std::byte* data, size_t len) {
-  if (len < kInPlaceFrom ||
-      (out_len_ != CallAgreement::kHeadBytes && out_len_ != CallAgreement::kWireBytes)) {
+  if (len < kInPlaceFrom || out_len_ != state_len_) {
     return carry(data, len);  // short, or something is carried already: keep the order
   }
   in_place_ = data;
@@ -241,12 +269,13 @@ absl::StatusOr<size_t> AgreementRound::receive(transport::Pair& pair) {
   if (!had_head && got_ >= CallAgreement::kHeadBytes) {
     in_len_ = CallAgreement::wire_bytes(in_);
     if (in_len_ > got_ && direct_ > 0) {
-      // The long state of a partner that knows of a mismatch, which then carries no data:
-      // what went to the landing is the rest of the state.
+      // A long state (a mismatch, a route change): what went to the landing starts with the
+      // rest of it. Data follows it only when the calls agree; it moves up to where it belongs.
       const size_t back = std::min(direct_, in_len_ - got_);
       std::memcpy(in_ + got_, carried_to_, back);
       got_ += back;
-      direct_ = 0;
+      direct_ -= back;
+      if (direct_ > 0) std::memmove(carried_to_, carried_to_ + back, direct_);
     }
   }
   if (got_ < in_len_) return n;

@@ -26,10 +26,19 @@
 // (trade_states_off_the_rounds). Every rank then has heard every rank's own state, directly
 // or relayed, and reaches the same verdict.
 //
-// Wire format (integers little-endian), 24 bytes while the ranks agree, 46 once they do not:
-//   u8 magic 'W'  u8 version << 2 | 2 when direct | 1 when a differing rank follows
+// The check also carries the route: a rank at one end of a link that its health judged bad
+// (or that served its isolation) proposes a RouteChange, the merge keeps the least of those
+// proposed, and every rank adopts it at the end of the call (src/isolation.hpp). Ranks thus
+// change their schedule at the same call, without a round of its own; two proposals in one
+// call take two calls.
+//
+// Wire format (integers little-endian), 24 bytes while the ranks agree and nobody proposes a
+// route change, up to 55:
+//   u8 magic 'W'  u8 version << 3 | 4 when a route change follows | 2 when direct
+//                                  | 1 when a differing rank follows
 //   u32 reference rank  reference signature (18 bytes)
 //   [u32 differing rank  differing signature (18 bytes)]
+//   [u8 action  u32 low rank  u32 high rank]
 // A signature: u16 sequence number, u64 count, u8 collective, u8 type, u8 op, u8 algorithm
 // (registry index), i32 root (-1 unless broadcast). Only the sequence number's low 16 bits
 // travel: ranks are never more than a call apart, and the receiver restores the rest from
@@ -41,6 +50,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -69,11 +79,23 @@ struct CallSignature {
   std::string describe() const;
 };
 
+/// A change to the links every rank's schedule may use, proposed by a rank at one end.
+struct RouteChange {
+  enum Action : uint8_t { kIsolate = 1, kRestore = 2 };  ///< an isolation wins a tie
+  Action action = kIsolate;
+  uint32_t low = 0;   ///< the link's ranks, low < high
+  uint32_t high = 0;
+  auto operator<=>(const RouteChange&) const = default;
+  std::string describe() const;  ///< "isolate link 1-2"
+};
+
 /// What one rank knows about the ranks it has heard from.
 struct CallAgreement {
   static constexpr uint32_t kNoRank = 0xffffffffu;
-  static constexpr size_t kHeadBytes = 24;  ///< all of it while no rank differs
-  static constexpr size_t kWireBytes = 46;  ///< the most it takes
+  static constexpr size_t kHeadBytes = 24;       ///< all of it while no rank differs
+  static constexpr size_t kDifferingBytes = 22;  ///< a differing rank and its signature
+  static constexpr size_t kRouteBytes = 9;       ///< a route change
+  static constexpr size_t kWireBytes = kHeadBytes + kDifferingBytes + kRouteBytes;  ///< the most
 
   uint32_t reference_rank = 0;
   CallSignature reference;
@@ -81,9 +103,11 @@ struct CallAgreement {
   CallSignature differing;
   /// A rank of the direct exchange sent a state merged here: it relayed nobody's but its own.
   bool direct = false;
+  /// The least route change any merged state proposed; every rank adopts it after the call.
+  std::optional<RouteChange> route;
 
   void merge(const CallAgreement& other);
-  /// Writes kHeadBytes or kWireBytes bytes and returns how many.
+  /// Writes kHeadBytes to kWireBytes bytes and returns how many.
   size_t encode(std::byte* out) const;
   /// How many bytes the message whose first kHeadBytes are `head` takes in all.
   static size_t wire_bytes(const std::byte* head);
@@ -195,6 +219,7 @@ class AgreementRound {
   std::byte out_[CallAgreement::kWireBytes + kCarryBytes];
   std::byte in_[CallAgreement::kWireBytes + kCarryBytes];
   size_t out_len_ = 0;
+  size_t state_len_ = 0;                 // of our state, at the start of out_
   const std::byte* in_place_ = nullptr;  // see carry_in_place: sent after out_
   size_t in_place_len_ = 0;
   size_t sent_ = 0;

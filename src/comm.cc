@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   auto topology = Topology::build(rank, *peers, by_preference, comm->config_.transport);
   if (!topology.ok()) return topology.status();
   comm->topology_ = *std::move(topology);
-  comm->schedule_ = make_schedule(comm->topology_);
+  comm->route_ = Route(comm->topology_.peers());
   comm->shm_only_ = comm->topology_.every_link_over("shm");
   // Cores of the machine, not of this process: mpirun binds each rank to its own core, and
   // ranks bound to distinct cores are not oversubscribed. Ranks in other namespaces of this
@@ -165,7 +165,21 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
     auto walk = [c](absl::FunctionRef<void(const health::LinkView&)> visit) {
       c->walk_links(visit);
     };
-    if (absl::Status s = comm->watch_->start(*peers, walk); !s.ok()) return s;
+    std::function<void(const health::Change&)> judged;
+    if (comm->config_.isolate) {
+      Isolation::Options o;
+      o.rank = rank;
+      o.quiet = comm->config_.isolate_quiet;
+      o.probation = comm->config_.health_recover;
+      for (int peer = 0; peer < size; ++peer) {
+        const transport::Transport* t = peer == rank ? nullptr : comm->topology_.transport_to(peer);
+        o.link_device.emplace_back(t != nullptr ? t->name() : "");
+      }
+      comm->isolation_ = std::make_unique<Isolation>(
+          std::move(o), [c](const health::Change& change) { c->watch_->monitor()->record(change); });
+      judged = [iso = comm->isolation_.get()](const health::Change& change) { iso->judged(change); };
+    }
+    if (absl::Status s = comm->watch_->start(*peers, walk, std::move(judged)); !s.ok()) return s;
   }
 
   // The relay is allocated and touched once here, never on the data path.
@@ -347,7 +361,8 @@ absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
                                   ? forced_algorithm_[static_cast<int>(args.kind)]
                                   : options.algorithm;
     auto algorithm =
-        choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes, shm_only_);
+        choose_algorithm(args.kind, name, bytes, size_, config_.small_message_bytes, shm_only_,
+                         route_.usable());
     if (!algorithm.ok()) return algorithm.status();
     const auto index = static_cast<uint8_t>(*algorithm - all_algorithms().data());
     if (!options.algorithm.empty()) return run_with(**algorithm, index, args, options);
@@ -364,7 +379,7 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   AlgoContext ctx;
   ctx.rank = rank_;
   ctx.size = size_;
-  ctx.schedule = &schedule_;
+  ctx.schedule = &route_.schedule();
   ctx.links = this;
   ctx.relay = Relay{relay_.get(), relay_bytes_};
   ctx.stream_block = stream_block_.get();
@@ -374,6 +389,7 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   CallAgreement known;
   known.reference_rank = static_cast<uint32_t>(rank_);
   known.reference = CallSignature::of(calls_++, args, index);
+  if (isolation_ != nullptr) known.route = isolation_->proposal(monotonic_now());
   const bool moves_data = args.count > 0 || args.kind == CollectiveKind::kBarrier;
   const bool in_band = chosen.carries_agreement && moves_data;
   absl::Status s;
@@ -389,7 +405,13 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
     s = trade_states_off_the_rounds(ctx, known, args.deadline);
   }
   if (s.ok()) s = known.verdict();
+  // Every rank heard the same proposals and adopts the same change at the same point: before
+  // the data moves where the check ran on its own (this very call runs on the new route; a
+  // call in progress on a failing link can take seconds), after it where the data rode with
+  // the check. The chosen algorithm stays: every rank chose it, and the old links still work.
+  if (s.ok() && known.route && !in_band) adopt(*known.route);
   if (s.ok() && !in_band && moves_data) s = chosen.run(ctx, args);
+  if (s.ok() && known.route && in_band) adopt(*known.route);
   if (!s.ok()) {
     fail(s);
     if (size_ > 1 && worth_blaming(s) && !aborted_.load(std::memory_order_relaxed)) {
@@ -398,6 +420,19 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   }
   return s;
+}
+
+void Comm::adopt(const RouteChange& change) {
+  const std::string line = route_.adopt(change);
+  if (isolation_ != nullptr) isolation_->adopted(change, monotonic_now());
+  if (line.empty()) return;
+  // The choices cached per kind were made for the links of the last epoch.
+  for (LastChoice& last : last_choice_) last = LastChoice{};
+  // Rank 0 and the link's ends say so: one place to look, and the ranks that judged it.
+  if (rank_ == 0 || static_cast<uint32_t>(rank_) == change.low ||
+      static_cast<uint32_t>(rank_) == change.high) {
+    std::fprintf(stderr, "weft: rank %d: %s\n", rank_, line.c_str());
+  }
 }
 
 absl::Status Comm::blamed(const absl::Status& s) {

@@ -17,7 +17,9 @@
 #include "src/health/monitor.hpp"
 #include "src/health/watch.hpp"
 #include "src/inject_file.hpp"
+#include "src/isolation.hpp"
 #include "src/link_tender.hpp"
+#include "src/route.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 
@@ -79,6 +81,8 @@ class Comm : public LinkProvider, public LinkTending {
   /// run() once the algorithm is chosen; `index`: its place in all_algorithms().
   absl::Status run_with(const Algorithm& chosen, uint8_t index, CollectiveArgs& args,
                         const CallOptions& options);
+  /// Every rank adopted `change` at the end of this call: the route's next epoch.
+  void adopt(const RouteChange& change);
   /// Records `s` as what broke this communicator and closes every link.
   void fail(const absl::Status& s);
   /// After fail(s): asks every rank whether it is alive and returns `s` with the rank at
@@ -107,7 +111,7 @@ class Comm : public LinkProvider, public LinkTending {
   Topology topology_;
   bool shm_only_ = false;  // every link is over shm (algorithm choice)
   bool every_rank_here_ = false;  // as create() was told; a shrunk communicator inherits it
-  Schedule schedule_;
+  Route route_;  // the ring and the links in use, this epoch
   // By peer rank; null until used. The collective's thread alone sets and resets them, and
   // does so under links_mu_; other threads (link_stats) read them under it too, so the
   // collective's own reads on the data path need no lock.
@@ -131,6 +135,9 @@ class Comm : public LinkProvider, public LinkTending {
   Mutex calls_mu_;
   // Destroyed before links_: its thread tends them between calls (tcp links only).
   std::unique_ptr<LinkTender> tender_;
+  // What this rank proposes about its own links (null: WEFT_HEALTH or WEFT_ISOLATE off); fed
+  // by the monitor's thread, so declared before watch_.
+  std::unique_ptr<Isolation> isolation_;
   // Declared last, so destroyed first: its monitor thread walks links_ under links_mu_.
   std::unique_ptr<health::Watch> watch_;
 };

@@ -136,9 +136,4 @@ RingSearch ring_avoiding(const std::vector<std::vector<int>>& hosts, const LinkS
   return HostOrderSearch(paths, isolated, step_budget).run();
 }
 
-Schedule make_schedule(const Topology& topology) {
-  RingSearch found = ring_avoiding(ranks_by_host(topology.peers()), LinkSet());
-  return Schedule(/*epoch=*/0, std::move(*found.ring));
-}
-
 }  // namespace weft

@@ -20,9 +20,16 @@ namespace weft {
 /// Links between ranks taken out of use; a link has no direction.
 class LinkSet {
  public:
-  void add(int a, int b) { links_.insert(key(a, b)); }
+  /// Whether the set changed.
+  bool add(int a, int b) { return links_.insert(key(a, b)).second; }
+  bool remove(int a, int b) { return links_.erase(key(a, b)) > 0; }
   bool has(int a, int b) const { return !links_.empty() && links_.contains(key(a, b)); }
   size_t size() const { return links_.size(); }
+  /// Calls f(a, b), a < b, for every link, in no set order.
+  template <typename F>
+  void for_each(F f) const {
+    for (uint64_t k : links_) f(static_cast<int>(k >> 32), static_cast<int>(k & 0xffffffffu));
+  }
 
  private:
   static uint64_t key(int a, int b) {
@@ -50,8 +57,5 @@ struct RingSearch {
 /// varies only where the ring enters it (rotations and direction).
 RingSearch ring_avoiding(const std::vector<std::vector<int>>& hosts, const LinkSet& isolated,
                          uint64_t step_budget = 1'000'000);
-
-/// The schedule of a fresh communicator: the ring with nothing isolated.
-Schedule make_schedule(const Topology& topology);
 
 }  // namespace weft

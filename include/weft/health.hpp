@@ -16,8 +16,10 @@ enum class HealthState : int {
   kHealthy = 0,
   kSuspect = 1,  ///< a counter passed its SUSPECT threshold: the link works, but is wearing
   kFailing = 2,  ///< a counter passed its FAILING threshold: expect errors or slowness
+  kIsolated = 3,   ///< taken out of use: every rank routes around it until its quiet time ends
+  kProbation = 4,  ///< back in use after isolation, watched: failing again isolates it again
 };
-/// "HEALTHY", "SUSPECT", "FAILING".
+/// "HEALTHY", "SUSPECT", "FAILING", "ISOLATED", "PROBATION".
 const char* health_state_name(HealthState state);
 
 /// What a state describes.

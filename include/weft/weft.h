@@ -116,6 +116,8 @@ typedef enum {
   weftHealthy = 0,
   weftSuspect = 1, /**< a counter passed its SUSPECT threshold: the link works, but wears */
   weftFailing = 2, /**< a counter passed its FAILING threshold: expect errors or slowness */
+  weftIsolated = 3, /**< taken out of use: every rank routes around it until its quiet time ends */
+  weftProbation = 4, /**< back in use after isolation, watched: failing again isolates it again */
 } weftHealthState_t;
 
 #define WEFT_HEALTH_MAX_COUNTERS 16

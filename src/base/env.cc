@@ -21,7 +21,7 @@ const std::vector<const EnvVar*>& all_env_vars() {
       &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
       &env::kRelayBytes, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
       &env::kHealthRecover, &env::kHealthThresholds, &env::kHealthPolicy,
-      &env::kHealthStallFraction, &env::kHealthLog, &env::kHealthEndpoint, &env::kNvmlLibrary,
+      &env::kHealthStallFraction, &env::kHealthLog, &env::kIsolate, &env::kIsolateQuiet, &env::kHealthEndpoint, &env::kNvmlLibrary,
       &env::kIbSysfsRoot, &env::kChecksum, &env::kSocketsPerRail, &env::kPathTimeoutMs, &env::kInjectPathKill,
       &env::kInjectCorrupt, &env::kInjectFile};
   return vars;
@@ -152,12 +152,19 @@ absl::StatusOr<double> parse_number(const EnvVar& var, const EnvLookup& lookup, 
   return v;
 }
 
-absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
-  const std::string on = env_value(env::kHealth, lookup);
-  if (on != "on" && on != "off") {
-    return absl::InvalidArgumentError(absl::StrCat("WEFT_HEALTH=", on, " is not on or off"));
+// "on" or "off", or an error naming the variable.
+absl::StatusOr<bool> parse_on_off(const EnvVar& var, const EnvLookup& lookup) {
+  const std::string s = env_value(var, lookup);
+  if (s != "on" && s != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(var.name, "=", s, " is not on or off"));
   }
-  c.health = on == "on";
+  return s == "on";
+}
+
+absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
+  auto health = parse_on_off(env::kHealth, lookup);
+  if (!health.ok()) return health.status();
+  c.health = *health;
   auto interval = parse_number(env::kHealthIntervalMs, lookup, 10, 60000, "a number of milliseconds");
   if (!interval.ok()) return interval.status();
   c.health_interval = absl::Milliseconds(*interval);
@@ -167,6 +174,12 @@ absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
   auto recover = parse_number(env::kHealthRecover, lookup, 0, 3600, "a number of seconds");
   if (!recover.ok()) return recover.status();
   c.health_recover = absl::Seconds(*recover);
+  auto isolate = parse_on_off(env::kIsolate, lookup);
+  if (!isolate.ok()) return isolate.status();
+  c.isolate = *isolate;
+  auto quiet = parse_number(env::kIsolateQuiet, lookup, 0, 86400, "a number of seconds");
+  if (!quiet.ok()) return quiet.status();
+  c.isolate_quiet = absl::Seconds(*quiet);
   auto stall = parse_number(env::kHealthStallFraction, lookup, 1e-6, 1, "a fraction");
   if (!stall.ok()) return stall.status();
   c.health_stall_fraction = *stall;

@@ -110,6 +110,14 @@ inline constexpr EnvVar kHealthLog{
     "WEFT_HEALTH_LOG", "stderr",
     "where each health state change goes as one JSON line: stderr, off, or a file (appended; "
     "%r becomes the rank)"};
+inline constexpr EnvVar kIsolate{
+    "WEFT_ISOLATE", "on",
+    "on: a link that health judges FAILING is taken out of use on every rank at the next "
+    "collective and the ring reroutes around it (docs/HEALTH.md); off: it only shows as FAILING"};
+inline constexpr EnvVar kIsolateQuiet{
+    "WEFT_ISOLATE_QUIET", "30",
+    "seconds an isolated link stays out of use before it returns on probation (for "
+    "WEFT_HEALTH_RECOVER seconds: FAILING again isolates it again)"};
 inline constexpr EnvVar kHealthEndpoint{
     "WEFT_HEALTH_ENDPOINT", "",
     "serve each rank's link states and counters over HTTP on 127.0.0.1, port PORT plus the "
@@ -193,6 +201,8 @@ struct Config {
   absl::Duration health_interval;
   absl::Duration health_window;
   absl::Duration health_recover;
+  bool isolate = true;
+  absl::Duration isolate_quiet;
   double health_stall_fraction = 0;
   std::string health_thresholds;
   std::string health_policy_file;

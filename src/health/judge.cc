@@ -7,7 +7,7 @@
 namespace weft::health {
 
 std::string Reason::text() const {
-  if (counter.empty()) return "no counter above its thresholds";
+  if (counter.empty()) return note.empty() ? "no counter above its thresholds" : note;
   if (measure == Measure::kRatio) {
     return absl::StrFormat("%s %s %g%% %s %g%% of %s over %gs", counter, measure_name(measure),
                            measured * 100, measured >= threshold ? ">=" : "<", threshold * 100,

@@ -85,6 +85,20 @@ void Monitor::sample_now(absl::Time now, absl::Time wall_now) {
   }
 }
 
+void Monitor::record(const Change& change) {
+  {
+    MutexLock lock(&mu_);
+    if (change.to == State::kIsolated || change.to == State::kProbation) {
+      recorded_[change.scope] = change;
+    } else {
+      recorded_.erase(change.scope);
+    }
+    changes_.push_back(change);
+    if (changes_.size() > kMaxQueuedChanges) changes_.pop_front(), ++dropped_;
+  }
+  if (options_.on_change) options_.on_change(change);
+}
+
 std::vector<ScopeHealth> Monitor::snapshot() const {
   MutexLock lock(&mu_);
   std::vector<ScopeHealth> out;
@@ -93,6 +107,11 @@ std::vector<ScopeHealth> Monitor::snapshot() const {
     const absl::Time since =
         j.since() == absl::InfinitePast() ? j.since() : j.since() + wall_offset_;
     out.push_back({j.scope(), j.state(), since, j.reason(), j.readings()});
+    if (auto it = recorded_.find(j.scope()); it != recorded_.end()) {
+      out.back().state = it->second.to;
+      out.back().since = it->second.time;
+      out.back().reason = it->second.reason;
+    }
   }
   return out;
 }

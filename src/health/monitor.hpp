@@ -62,6 +62,11 @@ class Monitor {
   /// changes and states show (InfinitePast: `now` is wall-clock time already).
   void sample_now(absl::Time now, absl::Time wall_now = absl::InfinitePast());
 
+  /// Thread-safe. A state the communicator put a scope in (ISOLATED, PROBATION, and the
+  /// HEALTHY that ends a probation: src/isolation.hpp), queued and passed to `on_change` like
+  /// the judge's; snapshot() shows it over the judge's state until a HEALTHY is recorded.
+  void record(const Change& change);
+
   std::vector<ScopeHealth> snapshot() const;
   /// The oldest change not yet taken, if any. Thread-safe.
   std::optional<Change> next_change();
@@ -86,6 +91,7 @@ class Monitor {
   std::vector<ScopeJudge> judges_ ABSL_GUARDED_BY(mu_);  // in the order first seen
   std::map<Scope, size_t> judge_of_ ABSL_GUARDED_BY(mu_);  // index in judges_
   std::deque<Change> changes_ ABSL_GUARDED_BY(mu_);
+  std::map<Scope, Change> recorded_ ABSL_GUARDED_BY(mu_);  // ISOLATED or PROBATION, by scope
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration wall_offset_ ABSL_GUARDED_BY(mu_);  // wall clock minus the judges' clock
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -19,6 +19,8 @@ const char* state_name(State s) {
     case State::kHealthy: return "HEALTHY";
     case State::kSuspect: return "SUSPECT";
     case State::kFailing: return "FAILING";
+    case State::kIsolated: return "ISOLATED";
+    case State::kProbation: return "PROBATION";
   }
   return "UNKNOWN";
 }

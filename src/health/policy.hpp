@@ -17,9 +17,10 @@
 
 namespace weft::health {
 
-/// A link's, rail's, GPU's or port's state. ISOLATED and PROBATION come with rerouting.
-enum class State : int { kHealthy = 0, kSuspect = 1, kFailing = 2 };
-const char* state_name(State s);  // "HEALTHY", "SUSPECT", "FAILING"
+/// A link's, rail's, GPU's or port's state. The judge gives the first three from counters;
+/// ISOLATED and PROBATION are what the communicator did about FAILING (src/isolation.hpp).
+enum class State : int { kHealthy = 0, kSuspect = 1, kFailing = 2, kIsolated = 3, kProbation = 4 };
+const char* state_name(State s);  // "HEALTHY", "SUSPECT", "FAILING", "ISOLATED", "PROBATION"
 
 enum class Measure : int {
   kDelta = 0,  ///< how much a cumulative counter grew over the window

@@ -43,7 +43,7 @@ std::string value(double v) {
 std::string prometheus_text(int rank, const std::vector<ScopeHealth>& scopes) {
   std::string out =
       "# HELP weft_health_state State of a link, rail, GPU, NVLink or port: 0 HEALTHY, "
-      "1 SUSPECT, 2 FAILING.\n# TYPE weft_health_state gauge\n";
+      "1 SUSPECT, 2 FAILING, 3 ISOLATED, 4 PROBATION.\n# TYPE weft_health_state gauge\n";
   // Each counter is one family, so its samples must come together: gather them first.
   struct Family {
     CounterKind kind;

@@ -50,7 +50,8 @@ void Watch::describe_self(PeerInfo& self) const {
   }
 }
 
-absl::Status Watch::start(const std::vector<PeerInfo>& peers, LinkWalker walk) {
+absl::Status Watch::start(const std::vector<PeerInfo>& peers, LinkWalker walk,
+                          std::function<void(const Change&)> also) {
   auto policy = Policy::from_config(config_);
   if (!policy.ok()) return policy.status();
   std::vector<std::unique_ptr<Source>> sources;
@@ -70,7 +71,10 @@ absl::Status Watch::start(const std::vector<PeerInfo>& peers, LinkWalker walk) {
   options.rank = rank_;
   options.interval = config_.health_interval;
   options.policy = *std::move(policy);
-  options.on_change = [log = log_.get()](const Change& c) { log->write(c); };
+  options.on_change = [log = log_.get(), also = std::move(also)](const Change& c) {
+    log->write(c);
+    if (also) also(c);
+  };
   monitor_ = std::make_unique<Monitor>(std::move(options), std::move(sources));
   monitor_->start();
   if (config_.health_endpoint_port > 0) {

@@ -4,6 +4,7 @@
 // can map an NVLink or a port to a rank), start() after it (once the peers are known).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,8 +36,10 @@ class Watch {
   void describe_self(PeerInfo& self) const;
 
   /// Starts the monitor (and the log and endpoint) once `peers` (indexed by rank) are known.
-  /// `walk` visits the communicator's links (link_source.hpp).
-  absl::Status start(const std::vector<PeerInfo>& peers, LinkWalker walk);
+  /// `walk` visits the communicator's links (link_source.hpp); `also`, when set, hears every
+  /// change after the log (on the monitor's thread, or the caller's of Monitor::record).
+  absl::Status start(const std::vector<PeerInfo>& peers, LinkWalker walk,
+                     std::function<void(const Change&)> also = nullptr);
 
   Monitor* monitor() { return monitor_.get(); }
   const Monitor* monitor() const { return monitor_.get(); }

@@ -174,7 +174,7 @@ def main():
         for r in (0, 1):
             js = {k: v["state"] for k, v in states_json(base + r).items()}
             prom = states_prometheus(base + r)
-            names = {0: "HEALTHY", 1: "SUSPECT", 2: "FAILING"}
+            names = {0: "HEALTHY", 1: "SUSPECT", 2: "FAILING", 3: "ISOLATED", 4: "PROBATION"}
             if {k: names[v] for k, v in prom.items()} != js:
                 failures.append(f"rank {r}: /metrics {prom} disagrees with /health {js}")
         # Faults: XID 79 on GPU 0 (rank 0's), a symbol-error burst on the shared port.

@@ -3,7 +3,9 @@
 // are not disturbed. The agreement's merge and wire format are checked on their own first.
 #include "collectives/call_check.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -93,8 +95,8 @@ TEST(CallAgreement, WireRoundTripsAndRejectsWhatIsNotACallCheck) {
   CallAgreement a = own(1, signature(9, CollectiveKind::kBroadcast, 77, DataType::kInt8,
                                      ReduceOp::kMax, 3));
   a.merge(own(4, signature(9, CollectiveKind::kBroadcast, 77, DataType::kInt8, ReduceOp::kSum, 2)));
-  std::byte wire[CallAgreement::kWireBytes];
-  ASSERT_EQ(a.encode(wire), CallAgreement::kWireBytes) << "a differing rank takes the long form";
+  std::byte wire[CallAgreement::kHeadBytes + CallAgreement::kDifferingBytes];
+  ASSERT_EQ(a.encode(wire), sizeof wire) << "a differing rank takes the long form";
   auto back = CallAgreement::decode(wire, sizeof wire, 5);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->reference_rank, 1u);
@@ -157,10 +159,69 @@ TEST(CallAgreement, TheDirectFlagTravelsAndSticksThroughMerges) {
   EXPECT_FALSE(other.direct);
   other.merge(rounds);
   EXPECT_TRUE(other.direct);
-  ASSERT_EQ(other.encode(wire), CallAgreement::kWireBytes);
-  auto long_form = CallAgreement::decode(wire, CallAgreement::kWireBytes, 4);
+  const size_t len = other.encode(wire);
+  ASSERT_EQ(len, CallAgreement::kHeadBytes + CallAgreement::kDifferingBytes);
+  auto long_form = CallAgreement::decode(wire, len, 4);
   ASSERT_TRUE(long_form.ok()) << long_form.status();
   EXPECT_TRUE(long_form->direct);
+}
+
+// A route change rides the check: it travels, the merge keeps the least one proposed (an
+// isolation before a restore), whatever the order, and a malformed one is refused.
+TEST(CallAgreement, TheLeastRouteChangeTravelsAndWinsEveryMerge) {
+  const RouteChange isolate_12{RouteChange::kIsolate, 1, 2};
+  const RouteChange isolate_23{RouteChange::kIsolate, 2, 3};
+  const RouteChange restore_01{RouteChange::kRestore, 0, 1};
+  CallAgreement a = own(2, signature(7, CollectiveKind::kAllreduce, 100));
+  a.route = isolate_23;
+  std::byte wire[CallAgreement::kWireBytes];
+  const size_t len = a.encode(wire);
+  ASSERT_EQ(len, CallAgreement::kHeadBytes + CallAgreement::kRouteBytes);
+  EXPECT_EQ(CallAgreement::wire_bytes(wire), len);
+  auto back = CallAgreement::decode(wire, len, 4);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(back->route.has_value());
+  EXPECT_EQ(*back->route, isolate_23);
+  EXPECT_EQ(back->differing_rank, CallAgreement::kNoRank) << "a route change is no mismatch";
+  EXPECT_TRUE(back->verdict().ok());
+
+  for (int order = 0; order < 6; ++order) {
+    std::vector<CallAgreement> states;
+    for (const auto& r : {std::optional<RouteChange>(restore_01), std::optional<RouteChange>(),
+                          std::optional<RouteChange>(isolate_12)}) {
+      states.push_back(own(static_cast<uint32_t>(states.size()), a.reference));
+      states.back().route = r;
+    }
+    std::vector<int> idx = {0, 1, 2};
+    for (int k = 0; k < order; ++k) std::next_permutation(idx.begin(), idx.end());
+    CallAgreement merged = states[idx[0]];
+    merged.merge(states[idx[1]]);
+    merged.merge(states[idx[2]]);
+    merged.merge(states[idx[1]]);  // idempotent
+    ASSERT_TRUE(merged.route.has_value());
+    EXPECT_EQ(*merged.route, isolate_12) << "order " << order;
+    EXPECT_EQ(merged.reference_rank, 0u);
+  }
+
+  // With a mismatch too: both parts travel.
+  CallAgreement both = a;
+  both.merge(own(3, signature(7, CollectiveKind::kAllgather, 100)));
+  const size_t long_len = both.encode(wire);
+  ASSERT_EQ(long_len, CallAgreement::kWireBytes);
+  auto long_back = CallAgreement::decode(wire, long_len, 4);
+  ASSERT_TRUE(long_back.ok()) << long_back.status();
+  EXPECT_EQ(long_back->differing_rank, 3u);
+  EXPECT_EQ(*long_back->route, isolate_23);
+
+  // Out of range: a rank beyond the communicator, low >= high, an unknown action.
+  for (RouteChange bad : {RouteChange{RouteChange::kIsolate, 2, 4}, RouteChange{RouteChange::kIsolate, 2, 2},
+                          RouteChange{RouteChange::kRestore, 3, 1},
+                          RouteChange{static_cast<RouteChange::Action>(3), 0, 1}}) {
+    CallAgreement c = own(0, a.reference);
+    c.route = bad;
+    const size_t n = c.encode(wire);
+    EXPECT_FALSE(CallAgreement::decode(wire, n, 4).ok()) << bad.describe();
+  }
 }
 
 TEST(CallAgreement, SequenceNumbersComeBackWholeFromTheirLowBits) {

@@ -189,3 +189,37 @@ TEST(HealthPrometheus, OneFamilyPerCounterWithTypeAndLabels) {
 
 }  // namespace
 }  // namespace weft::health
+
+namespace weft::health {
+namespace {
+
+// What the communicator did about a scope (ISOLATED, PROBATION) shows over the judge's state
+// until a HEALTHY is recorded, and is queued and logged like the judge's changes.
+TEST(HealthMonitor, RecordedStatesShowOverTheJudgesUntilHealthyAgain) {
+  Fixture f;
+  f.set(kRail, "tcp_retransmits", 0);
+  f.monitor->sample_now(kStart);
+  Change isolated{kStart + absl::Seconds(1), kRail, State::kFailing, State::kIsolated, {}};
+  isolated.reason.note = "isolated on rank 1's word";
+  f.monitor->record(isolated);
+  ASSERT_EQ(f.logged.size(), 1u);
+  EXPECT_EQ(f.logged[0].to, State::kIsolated);
+  auto queued = f.monitor->next_change();
+  ASSERT_TRUE(queued.has_value());
+  EXPECT_EQ(queued->to, State::kIsolated);
+  f.monitor->sample_now(kStart + absl::Seconds(2));  // the judge still says HEALTHY
+  auto snap = f.monitor->snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_EQ(snap[0].state, State::kIsolated);
+  EXPECT_EQ(snap[0].reason.text(), "isolated on rank 1's word");
+  EXPECT_NE(prometheus_text(3, snap).find("} 3\n"), std::string::npos) << "state 3: ISOLATED";
+
+  f.monitor->record({kStart + absl::Seconds(3), kRail, State::kIsolated, State::kProbation, {}});
+  EXPECT_EQ(f.monitor->snapshot()[0].state, State::kProbation);
+  f.monitor->record({kStart + absl::Seconds(4), kRail, State::kProbation, State::kHealthy, {}});
+  EXPECT_EQ(f.monitor->snapshot()[0].state, State::kHealthy) << "the judge's state again";
+  EXPECT_EQ(f.logged.size(), 3u);
+}
+
+}  // namespace
+}  // namespace weft::health

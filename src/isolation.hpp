@@ -1,0 +1,81 @@
+// What a rank does about its own links that health judges FAILING: it proposes to isolate
+// them, and after a quiet time to bring them back on probation. Proposals ride the call
+// check (collectives/call_check.hpp), so every rank adopts the same change at the end of the
+// same call and reroutes (src/router.hpp); nothing here touches a link.
+//
+//   in use --FAILING--> (proposed) --adopted--> ISOLATED --quiet time--> (proposed restore)
+//     ^                                                                        |
+//     +---- probation time without FAILING ---- PROBATION <------adopted-------+
+//                                                   |
+//                                                   +--FAILING--> (proposed) --> ISOLATED
+//
+// Both ends of a link judge it and may both propose; the call check keeps one proposal per
+// call, and the other is then already adopted. A judge steps down on its own while a link is
+// isolated (little traffic, nothing to judge by): only the quiet time brings it back, and
+// only its traffic on probation decides whether it stays.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "collectives/call_check.hpp"
+#include "src/base/mutex.hpp"
+#include "src/health/judge.hpp"
+
+namespace weft {
+
+class Isolation {
+ public:
+  struct Options {
+    int rank = 0;
+    absl::Duration quiet = absl::Seconds(30);      ///< isolated this long before a probe
+    absl::Duration probation = absl::Seconds(10);  ///< in use this long, not FAILING, to be HEALTHY
+    /// By peer rank: what carries the link ("tcp", "shm"), as its health scope names it.
+    std::vector<std::string> link_device;
+  };
+  /// Reports a state this rank's link entered (ISOLATED, PROBATION, HEALTHY), for the health
+  /// log and snapshot (health::Monitor::record). Called on the collective's thread.
+  using Report = std::function<void(const health::Change&)>;
+
+  Isolation(Options options, Report report);
+
+  /// Thread-safe (the monitor's thread): a change the judge made to one of this rank's scopes.
+  void judged(const health::Change& change);
+
+  /// The collective's thread, at every call: the change this rank proposes now, if any. Costs
+  /// one atomic load while nothing is pending or due.
+  std::optional<RouteChange> proposal(absl::Time now);
+
+  /// The collective's thread: every rank adopted `change` at the end of a call.
+  void adopted(const RouteChange& change, absl::Time now);
+
+ private:
+  enum class Use { kInUse, kIsolated, kProbation };
+  struct Link {
+    Use use = Use::kInUse;
+    health::State judge = health::State::kHealthy;  ///< the judge's last word
+    bool failing = false;   ///< judged FAILING, and not isolated since
+    absl::Time since;       ///< entered `use`
+    health::Reason reason;  ///< of the last FAILING
+  };
+  /// The earliest time a proposal or a probation's end can be due, under mu_.
+  void refresh_due() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The change `link` (to `peer`) just made, from `from`, for `why` where no counter is it.
+  health::Change report_of(int peer, const Link& link, health::State from,
+                           std::string why = "") const;
+
+  const Options options_;
+  const Report report_;
+  Mutex mu_;
+  std::map<int, Link> links_ ABSL_GUARDED_BY(mu_);  ///< by peer; only those ever judged FAILING
+  /// absl::ToUnixNanos of the earliest due time; INT64_MAX: nothing pending.
+  std::atomic<int64_t> due_ns_{INT64_MAX};
+};
+
+}  // namespace weft

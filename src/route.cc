@@ -1,0 +1,54 @@
+#include "src/route.hpp"
+
+#include "collectives/algorithm.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collectives/call_check.hpp"
+
+namespace weft {
+
+Route::Route(const std::vector<PeerInfo>& peers) : hosts_(ranks_by_host(peers)) {
+  RingSearch found = ring_avoiding(hosts_, isolated_);
+  schedule_ = Schedule(/*epoch=*/0, std::move(*found.ring));
+}
+
+std::string Route::adopt(const RouteChange& change) {
+  const int a = static_cast<int>(change.low), b = static_cast<int>(change.high);
+  const bool changed =
+      change.action == RouteChange::kIsolate ? isolated_.add(a, b) : isolated_.remove(a, b);
+  if (!changed) return "";
+  const std::vector<int> before = schedule_.ring();
+  reroute();
+  std::string line = absl::StrCat("route epoch ", epoch(), ": ", change.describe(), "; ",
+                                  isolated_.size(), " link(s) isolated; ring ",
+                                  absl::StrJoin(schedule_.ring(), " "));
+  if (!usable_.ring) {
+    absl::StrAppend(&line, " (no ring keeps hosts together around the isolated links: the "
+                           "ring still crosses one, at its full cost)");
+  } else if (schedule_.ring() == before) {
+    absl::StrAppend(&line, " (unchanged)");
+  } else {
+    absl::StrAppend(&line, ": no relay, every rail, the fault-free ring's bandwidth");
+  }
+  if (!usable_.rounds) {
+    absl::StrAppend(&line, "; small messages take the ring (recursive doubling would cross an "
+                           "isolated link), the call check still does");
+  }
+  return line;
+}
+
+void Route::reroute() {
+  RingSearch found = ring_avoiding(hosts_, isolated_);
+  usable_.ring = found.ring.has_value();
+  // Without a ring that avoids every isolated link, the ring keeps hosts together as before.
+  std::vector<int> ring = found.ring ? *std::move(found.ring) : schedule_.ring();
+  schedule_ = Schedule(schedule_.epoch() + 1, std::move(ring));
+  const int n = static_cast<int>(schedule_.ring().size());
+  usable_.rounds = true;
+  isolated_.for_each([&](int a, int b) {
+    if (rounds_link(schedule_.position_of(a), schedule_.position_of(b), n)) usable_.rounds = false;
+  });
+  usable_.every_pair = isolated_.size() == 0;
+}
+
+}  // namespace weft

@@ -1,0 +1,43 @@
+// The communicator's route: the links out of use, the ring that avoids them and which links
+// the algorithms may use, for one epoch. Every rank holds the same route: it changes only by
+// a RouteChange that all ranks adopt at the end of the same call (collectives/call_check.hpp,
+// src/isolation.hpp), and the router (src/router.hpp) derives the same ring from it on each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/call_check.hpp"
+#include "collectives/collective.hpp"
+#include "src/router.hpp"
+#include "src/base/peer_info.hpp"
+
+namespace weft {
+
+class Route {
+ public:
+  Route() = default;
+  /// Epoch 0: nothing isolated, each host's ranks together in rank order. `peers` by rank.
+  explicit Route(const std::vector<PeerInfo>& peers);
+
+  const Schedule& schedule() const { return schedule_; }
+  uint64_t epoch() const { return schedule_.epoch(); }
+  const LinkSet& isolated() const { return isolated_; }
+  /// Which algorithms' links are all in use.
+  UsableLinks usable() const { return usable_; }
+
+  /// Applies a change every rank adopted. When it changes the set, a new epoch starts and the
+  /// result says what the route costs now (a line for the log); otherwise it is empty.
+  std::string adopt(const RouteChange& change);
+
+ private:
+  void reroute();
+
+  std::vector<std::vector<int>> hosts_;  // ranks_by_host, once
+  LinkSet isolated_;
+  Schedule schedule_;
+  UsableLinks usable_;
+};
+
+}  // namespace weft

@@ -1,0 +1,135 @@
+// What a rank proposes about its own links: a FAILING link is proposed for isolation at
+// once, proposed back after its quiet time, and HEALTHY after a probation without FAILING;
+// FAILING on probation isolates it again; a link the peer isolated is this rank's to restore
+// too; other ranks' links and the states it reports itself are not its business.
+#include "src/isolation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace weft {
+namespace {
+
+using health::Change;
+using health::ScopeKind;
+using health::State;
+
+Change judged(int peer, State from, State to) {
+  Change c;
+  c.scope.kind = ScopeKind::kLink;
+  c.scope.peer = peer;
+  c.scope.device = "tcp";
+  c.from = from;
+  c.to = to;
+  c.reason.counter = "tcp_retransmits";
+  return c;
+}
+
+struct Fixture {
+  std::vector<Change> reported;
+  Isolation iso;
+  absl::Time t0 = absl::FromUnixSeconds(1000);
+
+  Fixture()
+      : iso(Isolation::Options{.rank = 1, .quiet = absl::Seconds(30), .probation = absl::Seconds(10),
+                               .link_device = {"tcp", "", "tcp", "tcp"}},
+            [this](const Change& c) { reported.push_back(c); }) {}
+};
+
+TEST(Isolation, AFailingLinkIsIsolatedProbedAndReturned) {
+  Fixture f;
+  EXPECT_FALSE(f.iso.proposal(f.t0).has_value()) << "nothing judged";
+  f.iso.judged(judged(2, State::kHealthy, State::kFailing));
+  auto p = f.iso.proposal(f.t0);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolate, 1, 2}));
+  EXPECT_TRUE(f.iso.proposal(f.t0).has_value()) << "proposed until adopted";
+
+  f.iso.adopted(*p, f.t0);
+  ASSERT_EQ(f.reported.size(), 1u);
+  EXPECT_EQ(f.reported[0].from, State::kFailing) << "what people saw before";
+  EXPECT_EQ(f.reported[0].to, State::kIsolated);
+  EXPECT_EQ(f.reported[0].scope.peer, 2);
+  EXPECT_EQ(f.reported[0].scope.device, "tcp");
+  EXPECT_EQ(f.reported[0].reason.counter, "tcp_retransmits");
+  EXPECT_FALSE(f.iso.proposal(f.t0 + absl::Seconds(29)).has_value()) << "still quiet";
+  // The judge steps down while nothing crosses the link: that brings nothing back early.
+  f.iso.judged(judged(2, State::kFailing, State::kHealthy));
+  EXPECT_FALSE(f.iso.proposal(f.t0 + absl::Seconds(29)).has_value());
+
+  p = f.iso.proposal(f.t0 + absl::Seconds(30));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kRestore, 1, 2}));
+  f.iso.adopted(*p, f.t0 + absl::Seconds(30));
+  ASSERT_EQ(f.reported.size(), 2u);
+  EXPECT_EQ(f.reported[1].from, State::kIsolated);
+  EXPECT_EQ(f.reported[1].to, State::kProbation);
+  EXPECT_EQ(f.reported[1].reason.text(), "back in use on probation after 30s isolated");
+
+  EXPECT_FALSE(f.iso.proposal(f.t0 + absl::Seconds(39)).has_value());
+  EXPECT_EQ(f.reported.size(), 2u);
+  EXPECT_FALSE(f.iso.proposal(f.t0 + absl::Seconds(40)).has_value()) << "nothing to propose";
+  ASSERT_EQ(f.reported.size(), 3u) << "the probation ended";
+  EXPECT_EQ(f.reported[2].from, State::kProbation);
+  EXPECT_EQ(f.reported[2].to, State::kHealthy);
+  EXPECT_EQ(f.reported[2].reason.text(), "probation passed: in use 10s without FAILING");
+  EXPECT_FALSE(f.iso.proposal(f.t0 + absl::Seconds(100)).has_value());
+  EXPECT_EQ(f.reported.size(), 3u);
+}
+
+TEST(Isolation, FailingOnProbationIsolatesAgain) {
+  Fixture f;
+  f.iso.judged(judged(3, State::kHealthy, State::kFailing));
+  f.iso.adopted(*f.iso.proposal(f.t0), f.t0);
+  f.iso.judged(judged(3, State::kFailing, State::kHealthy));
+  const absl::Time probe = f.t0 + absl::Seconds(30);
+  f.iso.adopted(*f.iso.proposal(probe), probe);
+  f.iso.judged(judged(3, State::kHealthy, State::kFailing));
+  auto p = f.iso.proposal(probe + absl::Seconds(1));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolate, 1, 3}));
+}
+
+TEST(Isolation, AJudgeStillFailingAtTheProbeIsolatesAgainAtOnce) {
+  Fixture f;
+  f.iso.judged(judged(2, State::kHealthy, State::kFailing));
+  f.iso.adopted(*f.iso.proposal(f.t0), f.t0);
+  const absl::Time probe = f.t0 + absl::Seconds(30);
+  f.iso.adopted(*f.iso.proposal(probe), probe);  // the judge never stepped down
+  auto p = f.iso.proposal(probe);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->action, RouteChange::kIsolate);
+}
+
+TEST(Isolation, ThePeersIsolationIsOursToProbeAndOthersAreNot) {
+  Fixture f;
+  f.iso.adopted({RouteChange::kIsolate, 0, 1}, f.t0);  // rank 0 judged it
+  ASSERT_EQ(f.reported.size(), 1u);
+  EXPECT_EQ(f.reported[0].to, State::kIsolated);
+  EXPECT_EQ(f.reported[0].scope.peer, 0);
+  EXPECT_EQ(f.reported[0].reason.text(), "isolated on rank 0's word");
+  f.iso.adopted({RouteChange::kIsolate, 2, 3}, f.t0);  // not a link of rank 1
+  EXPECT_EQ(f.reported.size(), 1u);
+  auto p = f.iso.proposal(f.t0 + absl::Seconds(30));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kRestore, 0, 1}));
+  // Both ends proposed it; rank 0's won. Adopting it again changes nothing here.
+  f.iso.adopted(*p, f.t0 + absl::Seconds(30));
+  EXPECT_FALSE(f.iso.proposal(f.t0 + absl::Seconds(31)).has_value());
+}
+
+TEST(Isolation, OnlyTheJudgesWordsAboutLinksCount) {
+  Fixture f;
+  Change rail = judged(2, State::kHealthy, State::kFailing);
+  rail.scope.kind = ScopeKind::kRail;
+  f.iso.judged(rail);
+  f.iso.judged(judged(2, State::kHealthy, State::kIsolated));  // a report of its own, echoed
+  f.iso.judged(judged(1, State::kHealthy, State::kFailing));   // itself
+  EXPECT_FALSE(f.iso.proposal(f.t0).has_value());
+  f.iso.judged(judged(0, State::kHealthy, State::kSuspect));
+  EXPECT_FALSE(f.iso.proposal(f.t0).has_value()) << "SUSPECT isolates nothing";
+}
+
+}  // namespace
+}  // namespace weft
