@@ -103,8 +103,21 @@ std::string CallSignature::describe() const {
   return out;
 }
 
+bool RouteChange::valid(int nranks) const {
+  const auto n = static_cast<uint32_t>(nranks);
+  switch (action) {
+    case kIsolateLink:
+    case kRestoreLink: return a < b && b < n;
+    case kIsolateRail:
+    case kRestoreRail: return a < n && b < kMaxRails;
+  }
+  return false;
+}
+
 std::string RouteChange::describe() const {
-  return absl::StrCat(action == kIsolate ? "isolate" : "restore", " link ", low, "-", high);
+  const char* verb = isolates() ? "isolate" : "restore";
+  if (on_rail()) return absl::StrCat(verb, " rail ", b, " of rank ", a);
+  return absl::StrCat(verb, " link ", a, "-", b);
 }
 
 void CallAgreement::merge(const CallAgreement& other) {
@@ -142,8 +155,8 @@ size_t CallAgreement::encode(std::byte* out) const {
   }
   if (route) {
     put<uint8_t>(out, route->action);
-    put<uint32_t>(out, route->low);
-    put<uint32_t>(out, route->high);
+    put<uint32_t>(out, route->a);
+    put<uint32_t>(out, route->b);
   }
   return static_cast<size_t>(out - start) + 1;  // and the magic
 }
@@ -184,10 +197,9 @@ absl::StatusOr<CallAgreement> CallAgreement::decode(const std::byte* in, size_t 
     RouteChange r;
     const uint8_t action = get<uint8_t>(in);
     r.action = static_cast<RouteChange::Action>(action);
-    r.low = get<uint32_t>(in);
-    r.high = get<uint32_t>(in);
-    if ((action != RouteChange::kIsolate && action != RouteChange::kRestore) || r.low >= r.high ||
-        r.high >= static_cast<uint32_t>(nranks)) {
+    r.a = get<uint32_t>(in);
+    r.b = get<uint32_t>(in);
+    if (!r.valid(nranks)) {
       return absl::InvalidArgumentError("malformed call check: a route change out of range");
     }
     a.route = r;

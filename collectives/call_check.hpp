@@ -38,7 +38,7 @@
 //                                  | 1 when a differing rank follows
 //   u32 reference rank  reference signature (18 bytes)
 //   [u32 differing rank  differing signature (18 bytes)]
-//   [u8 action  u32 low rank  u32 high rank]
+//   [u8 action  u32 a  u32 b]  (RouteChange)
 // A signature: u16 sequence number, u64 count, u8 collective, u8 type, u8 op, u8 algorithm
 // (registry index), i32 root (-1 unless broadcast). Only the sequence number's low 16 bits
 // travel: ranks are never more than a call apart, and the receiver restores the rest from
@@ -79,14 +79,26 @@ struct CallSignature {
   std::string describe() const;
 };
 
-/// A change to the links every rank's schedule may use, proposed by a rank at one end.
+/// A change to the links every rank may use, proposed by a rank at one end: a link between
+/// two ranks, or one rail (tcp interface, in WEFT_SOCKET_IFNAME order) of a rank's links.
 struct RouteChange {
-  enum Action : uint8_t { kIsolate = 1, kRestore = 2 };  ///< an isolation wins a tie
-  Action action = kIsolate;
-  uint32_t low = 0;   ///< the link's ranks, low < high
-  uint32_t high = 0;
+  /// Isolations sort first: of two proposals in one call, an isolation wins.
+  enum Action : uint8_t { kIsolateLink = 1, kIsolateRail = 2, kRestoreLink = 3, kRestoreRail = 4 };
+  /// The most rails a rank has (a link's paths are numbered in a 32-bit mask).
+  static constexpr uint32_t kMaxRails = 32;
+  Action action = kIsolateLink;
+  uint32_t a = 0;  ///< a link: its lower rank; a rail: the rank whose rail it is
+  uint32_t b = 0;  ///< a link: its higher rank; a rail: the rail's number
+
+  static RouteChange link(Action action, int x, int y) {
+    return {action, static_cast<uint32_t>(std::min(x, y)), static_cast<uint32_t>(std::max(x, y))};
+  }
+  bool isolates() const { return action == kIsolateLink || action == kIsolateRail; }
+  bool on_rail() const { return action == kIsolateRail || action == kRestoreRail; }
+  /// Whether it is well formed on `nranks` ranks.
+  bool valid(int nranks) const;
   auto operator<=>(const RouteChange&) const = default;
-  std::string describe() const;  ///< "isolate link 1-2"
+  std::string describe() const;  ///< "isolate link 1-2", "restore rail 1 of rank 2"
 };
 
 /// What one rank knows about the ranks it has heard from.

@@ -95,8 +95,14 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   self.rank = rank;
   self.pid = getpid();
   self.host_id = local_host_id();
+  // The rails by interface name, so the monitor numbers a tcp rail and the InfiniBand port
+  // under it alike, and a rail isolated by number is found on every link; a bad
+  // WEFT_SOCKET_IFNAME is the tcp transport's error to report.
+  if (auto rails = transport::tcp::choose_rails(init.socket_ifname); rails.ok()) {
+    for (const auto& r : *rails) comm->rail_ifnames_.push_back(r.ifname);
+  }
   if (comm->config_.health) {
-    auto watch = comm->open_watch(init.socket_ifname);
+    auto watch = comm->open_watch();
     if (!watch.ok()) return watch.status();
     comm->watch_ = *std::move(watch);
     comm->watch_->describe_self(self);
@@ -208,6 +214,7 @@ absl::StatusOr<transport::Pair*> Comm::link(int peer, Deadline deadline) {
     }
     MutexLock lock(&links_mu_);
     links_[peer] = *std::move(pair);
+    if (!route_.isolated_rails().empty()) use_rails(peer);
   }
   return links_[peer].get();
 }
@@ -233,17 +240,9 @@ std::vector<LinkStats> Comm::link_stats() const {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<health::Watch>> Comm::open_watch(
-    const std::string& socket_ifname) const {
-  // The rails by interface name, so the monitor numbers a tcp rail and the InfiniBand port
-  // under it alike; a bad WEFT_SOCKET_IFNAME is the tcp transport's error to report.
-  std::vector<std::string> rail_ifnames;
-  if (auto rails = transport::tcp::choose_rails(socket_ifname); rails.ok()) {
-    for (const auto& r : *rails) rail_ifnames.push_back(r.ifname);
-  }
+absl::StatusOr<std::unique_ptr<health::Watch>> Comm::open_watch() const {
   const auto launch = read_launch_info();
-  return health::Watch::open(config_, rank_, launch.ok() ? launch->local_rank : 0,
-                             std::move(rail_ifnames));
+  return health::Watch::open(config_, rank_, launch.ok() ? launch->local_rank : 0, rail_ifnames_);
 }
 
 void Comm::walk_links(absl::FunctionRef<void(const health::LinkView&)> visit) const {
@@ -428,10 +427,25 @@ void Comm::adopt(const RouteChange& change) {
   if (line.empty()) return;
   // The choices cached per kind were made for the links of the last epoch.
   for (LastChoice& last : last_choice_) last = LastChoice{};
-  // Rank 0 and the link's ends say so: one place to look, and the ranks that judged it.
-  if (rank_ == 0 || static_cast<uint32_t>(rank_) == change.low ||
-      static_cast<uint32_t>(rank_) == change.high) {
+  const int a = static_cast<int>(change.a), b = static_cast<int>(change.b);
+  if (change.on_rail()) {
+    // Our links to the rail's rank, or all of ours when it is ours.
+    for (int peer = 0; peer < size_; ++peer) {
+      if (links_[peer] != nullptr && (a == rank_ || a == peer)) use_rails(peer);
+    }
+  }
+  // Rank 0 and the change's ends say so: one place to look, and the ranks that judged it.
+  if (rank_ == 0 || rank_ == a || (!change.on_rail() && rank_ == b)) {
     std::fprintf(stderr, "weft: rank %d: %s\n", rank_, line.c_str());
+  }
+}
+
+void Comm::use_rails(int peer) {
+  // Rails are numbered alike on every rank (WEFT_SOCKET_IFNAME, the same list everywhere).
+  for (size_t rail = 0; rail < rail_ifnames_.size(); ++rail) {
+    const int r = static_cast<int>(rail);
+    const bool out = route_.rail_isolated(rank_, r) || route_.rail_isolated(peer, r);
+    links_[peer]->use_rail(rail_ifnames_[rail], !out);
   }
 }
 

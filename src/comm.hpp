@@ -75,14 +75,16 @@ class Comm : public LinkProvider, public LinkTending {
   Comm(int rank, int size, Config config);
   absl::Status validate(const CollectiveArgs& args) const;
   /// The health watch's device sources, before the bootstrap (src/health/watch.hpp).
-  absl::StatusOr<std::unique_ptr<health::Watch>> open_watch(const std::string& socket_ifname) const;
+  absl::StatusOr<std::unique_ptr<health::Watch>> open_watch() const;
   /// Visits every peer with an open link or a failed connect, under links_mu_.
   void walk_links(absl::FunctionRef<void(const health::LinkView&)> visit) const;
   /// run() once the algorithm is chosen; `index`: its place in all_algorithms().
   absl::Status run_with(const Algorithm& chosen, uint8_t index, CollectiveArgs& args,
                         const CallOptions& options);
-  /// Every rank adopted `change` at the end of this call: the route's next epoch.
+  /// Every rank adopted `change` in this call: the route's next epoch.
   void adopt(const RouteChange& change);
+  /// Tells the link to `peer` which rails it may stripe over (route_'s isolated rails).
+  void use_rails(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(links_mu_);
   /// Records `s` as what broke this communicator and closes every link.
   void fail(const absl::Status& s);
   /// After fail(s): asks every rank whether it is alive and returns `s` with the rank at
@@ -112,6 +114,7 @@ class Comm : public LinkProvider, public LinkTending {
   bool shm_only_ = false;  // every link is over shm (algorithm choice)
   bool every_rank_here_ = false;  // as create() was told; a shrunk communicator inherits it
   Route route_;  // the ring and the links in use, this epoch
+  std::vector<std::string> rail_ifnames_;  // tcp rails by number (WEFT_SOCKET_IFNAME)
   // By peer rank; null until used. The collective's thread alone sets and resets them, and
   // does so under links_mu_; other threads (link_stats) read them under it too, so the
   // collective's own reads on the data path need no lock.

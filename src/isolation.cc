@@ -18,22 +18,47 @@ health::State state_of_use(bool isolated, bool probation) {
 Isolation::Isolation(Options options, Report report)
     : options_(std::move(options)), report_(std::move(report)) {}
 
+RouteChange Isolation::change_of(Target t, bool isolate) const {
+  if (t.rail) {
+    return {isolate ? RouteChange::kIsolateRail : RouteChange::kRestoreRail,
+            static_cast<uint32_t>(options_.rank), static_cast<uint32_t>(t.id)};
+  }
+  return RouteChange::link(isolate ? RouteChange::kIsolateLink : RouteChange::kRestoreLink,
+                           options_.rank, t.id);
+}
+
+Isolation::Link& Isolation::link_to(int peer) {
+  Link& link = links_[Target{false, peer}];
+  if (link.scope.peer < 0) {
+    link.scope.kind = health::ScopeKind::kLink;
+    link.scope.peer = peer;
+    if (static_cast<size_t>(peer) < options_.link_device.size()) {
+      link.scope.device = options_.link_device[peer];
+    }
+  }
+  return link;
+}
+
 void Isolation::judged(const health::Change& change) {
-  // Only the judge's own words about a link of this rank; ISOLATED, PROBATION and the
-  // HEALTHY that ends a probation are this class's, coming back through the monitor.
+  // Only the judge's own words; ISOLATED, PROBATION and the HEALTHY that ends a probation
+  // are this class's, coming back through the monitor.
   const auto mine = [](health::State s) {
     return s == health::State::kIsolated || s == health::State::kProbation;
   };
-  if (change.scope.kind != health::ScopeKind::kLink || change.scope.peer < 0 ||
-      change.scope.peer == options_.rank || mine(change.from) || mine(change.to)) {
-    return;
-  }
+  if (mine(change.from) || mine(change.to)) return;
+  const health::Scope& scope = change.scope;
+  const bool link = scope.kind == health::ScopeKind::kLink && scope.peer >= 0 &&
+                    scope.peer != options_.rank;
+  const bool rail = scope.kind == health::ScopeKind::kIbPort && scope.rail >= 0 &&
+                    static_cast<uint32_t>(scope.rail) < RouteChange::kMaxRails;
+  if (!link && !rail) return;
   MutexLock lock(&mu_);
-  Link& link = links_[change.scope.peer];
-  link.judge = change.to;
+  Link& entry = link ? link_to(scope.peer) : links_[Target{true, scope.rail}];
+  if (rail) entry.scope = scope;
+  entry.judge = change.to;
   if (change.to == health::State::kFailing) {
-    link.failing = true;
-    link.reason = change.reason;
+    entry.failing = true;
+    entry.reason = change.reason;
   }
   refresh_due();
 }
@@ -45,27 +70,22 @@ std::optional<RouteChange> Isolation::proposal(absl::Time now) {
   std::optional<RouteChange> out;
   {
     MutexLock lock(&mu_);
-    for (auto& [peer, link] : links_) {
-      RouteChange c;
-      c.low = static_cast<uint32_t>(std::min(peer, options_.rank));
-      c.high = static_cast<uint32_t>(std::max(peer, options_.rank));
+    for (auto& [target, link] : links_) {
+      std::optional<RouteChange> c;
       if (link.failing && link.use != Use::kIsolated) {
-        c.action = RouteChange::kIsolate;
+        c = change_of(target, /*isolate=*/true);
       } else if (link.use == Use::kIsolated && now - link.since >= options_.quiet) {
-        c.action = RouteChange::kRestore;
-      } else {
-        if (link.use == Use::kProbation && !link.failing &&
-            now - link.since >= options_.probation) {
-          link.use = Use::kInUse;
-          link.since = now;
-          reports.push_back(report_of(
-              peer, link, health::State::kProbation,
-              absl::StrCat("probation passed: in use ", absl::FormatDuration(options_.probation),
-                           " without FAILING")));
-        }
-        continue;
+        c = change_of(target, /*isolate=*/false);
+      } else if (link.use == Use::kProbation && !link.failing &&
+                 now - link.since >= options_.probation) {
+        link.use = Use::kInUse;
+        link.since = now;
+        reports.push_back(report_of(
+            link, health::State::kProbation,
+            absl::StrCat("probation passed: in use ", absl::FormatDuration(options_.probation),
+                         " without FAILING")));
       }
-      if (!out || c < *out) out = c;
+      if (c && (!out || *c < *out)) out = c;
     }
     refresh_due();
   }
@@ -74,23 +94,31 @@ std::optional<RouteChange> Isolation::proposal(absl::Time now) {
 }
 
 void Isolation::adopted(const RouteChange& change, absl::Time now) {
-  const int rank = options_.rank;
-  if (change.low != static_cast<uint32_t>(rank) && change.high != static_cast<uint32_t>(rank)) {
-    return;
+  const auto rank = static_cast<uint32_t>(options_.rank);
+  Target target;
+  if (change.on_rail()) {
+    if (change.a != rank) return;  // another rank's rail
+    target = {true, static_cast<int>(change.b)};
+  } else {
+    if (change.a != rank && change.b != rank) return;
+    target = {false, static_cast<int>(change.a == rank ? change.b : change.a)};
   }
-  const int peer = static_cast<int>(change.low == static_cast<uint32_t>(rank) ? change.high : change.low);
   health::Change report;
   {
     MutexLock lock(&mu_);
-    Link& link = links_[peer];
+    Link& link = target.rail ? links_[target] : link_to(target.id);
     // In use, the state people saw was the judge's.
-    const health::State from = link.use == Use::kInUse
-                                   ? link.judge
-                                   : state_of_use(link.use == Use::kIsolated, link.use == Use::kProbation);
+    const health::State from =
+        link.use == Use::kInUse
+            ? link.judge
+            : state_of_use(link.use == Use::kIsolated, link.use == Use::kProbation);
     std::string why;
-    if (change.action == RouteChange::kIsolate) {
-      // This end's judge may have said nothing (the peer judged it) or stepped down since.
-      if (!link.failing) why = absl::StrCat("isolated on rank ", peer, "'s word");
+    if (change.isolates()) {
+      // This end's judge may have said nothing (the peer judged the link) or stepped down.
+      if (!link.failing) {
+        why = target.rail ? "isolated on its FAILING, since stepped down"
+                          : absl::StrCat("isolated on rank ", target.id, "'s word");
+      }
       link.use = Use::kIsolated;
       link.failing = false;
     } else {
@@ -102,7 +130,7 @@ void Isolation::adopted(const RouteChange& change, absl::Time now) {
       link.failing = link.judge == health::State::kFailing;
     }
     link.since = now;
-    report = report_of(peer, link, from, std::move(why));
+    report = report_of(link, from, std::move(why));
     refresh_due();
   }
   report_(report);
@@ -110,7 +138,7 @@ void Isolation::adopted(const RouteChange& change, absl::Time now) {
 
 void Isolation::refresh_due() {
   int64_t due = INT64_MAX;
-  for (const auto& [peer, link] : links_) {
+  for (const auto& [target, link] : links_) {
     absl::Time at = absl::InfiniteFuture();
     if (link.failing && link.use != Use::kIsolated) {
       at = absl::InfinitePast();
@@ -128,15 +156,10 @@ void Isolation::refresh_due() {
   due_ns_.store(due, std::memory_order_release);
 }
 
-health::Change Isolation::report_of(int peer, const Link& link, health::State from,
-                                    std::string why) const {
+health::Change Isolation::report_of(const Link& link, health::State from, std::string why) {
   health::Change c;
   c.time = absl::Now();
-  c.scope.kind = health::ScopeKind::kLink;
-  c.scope.peer = peer;
-  if (static_cast<size_t>(peer) < options_.link_device.size()) {
-    c.scope.device = options_.link_device[peer];
-  }
+  c.scope = link.scope;
   c.from = from;
   c.to = state_of_use(link.use == Use::kIsolated, link.use == Use::kProbation);
   if (why.empty()) {

@@ -1,5 +1,6 @@
-// What a rank does about its own links that health judges FAILING: it proposes to isolate
-// them, and after a quiet time to bring them back on probation. Proposals ride the call
+// What a rank does about its own links and rails that health judges FAILING (a link to a
+// peer; an InfiniBand port under one of its rails): it proposes to isolate them, and after
+// a quiet time to bring them back on probation. Proposals ride the call
 // check (collectives/call_check.hpp), so every rank adopts the same change at the end of the
 // same call and reroutes (src/router.hpp); nothing here touches a link.
 //
@@ -10,7 +11,7 @@
 //                                                   +--FAILING--> (proposed) --> ISOLATED
 //
 // Both ends of a link judge it and may both propose; the call check keeps one proposal per
-// call, and the other is then already adopted. A judge steps down on its own while a link is
+// call, and the other is then already adopted. A rail is its rank's alone. A judge steps down on its own while a link is
 // isolated (little traffic, nothing to judge by): only the quiet time brings it back, and
 // only its traffic on probation decides whether it stays.
 #pragma once
@@ -46,6 +47,7 @@ class Isolation {
   Isolation(Options options, Report report);
 
   /// Thread-safe (the monitor's thread): a change the judge made to one of this rank's scopes.
+  /// A link's (kLink, peer) and a port's under a rail (kIbPort, rail >= 0) count.
   void judged(const health::Change& change);
 
   /// The collective's thread, at every call: the change this rank proposes now, if any. Costs
@@ -57,7 +59,14 @@ class Isolation {
 
  private:
   enum class Use { kInUse, kIsolated, kProbation };
+  /// A link to a peer, or one of this rank's rails.
+  struct Target {
+    bool rail = false;
+    int id = 0;  ///< the peer, or the rail
+    auto operator<=>(const Target&) const = default;
+  };
   struct Link {
+    health::Scope scope;  ///< whose state it reports
     Use use = Use::kInUse;
     health::State judge = health::State::kHealthy;  ///< the judge's last word
     bool failing = false;   ///< judged FAILING, and not isolated since
@@ -66,14 +75,16 @@ class Isolation {
   };
   /// The earliest time a proposal or a probation's end can be due, under mu_.
   void refresh_due() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// The change `link` (to `peer`) just made, from `from`, for `why` where no counter is it.
-  health::Change report_of(int peer, const Link& link, health::State from,
-                           std::string why = "") const;
+  RouteChange change_of(Target t, bool isolate) const;
+  /// The entry of the link to `peer`, its scope set.
+  Link& link_to(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The change `link` just made, from `from`, for `why` where no counter is it.
+  static health::Change report_of(const Link& link, health::State from, std::string why = "");
 
   const Options options_;
   const Report report_;
   Mutex mu_;
-  std::map<int, Link> links_ ABSL_GUARDED_BY(mu_);  ///< by peer; only those ever judged FAILING
+  std::map<Target, Link> links_ ABSL_GUARDED_BY(mu_);  ///< those ever judged or isolated
   /// absl::ToUnixNanos of the earliest due time; INT64_MAX: nothing pending.
   std::atomic<int64_t> due_ns_{INT64_MAX};
 };

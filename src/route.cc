@@ -13,9 +13,19 @@ Route::Route(const std::vector<PeerInfo>& peers) : hosts_(ranks_by_host(peers)) 
 }
 
 std::string Route::adopt(const RouteChange& change) {
-  const int a = static_cast<int>(change.low), b = static_cast<int>(change.high);
-  const bool changed =
-      change.action == RouteChange::kIsolate ? isolated_.add(a, b) : isolated_.remove(a, b);
+  const int a = static_cast<int>(change.a), b = static_cast<int>(change.b);
+  if (change.on_rail()) {
+    const bool changed = change.isolates() ? rails_.insert({a, b}).second : rails_.erase({a, b}) > 0;
+    if (!changed) return "";
+    schedule_ = Schedule(schedule_.epoch() + 1, schedule_.ring());
+    return absl::StrCat("route epoch ", epoch(), ": ", change.describe(), "; ", rails_.size(),
+                        " rail(s) isolated; rank ", a, "'s links ",
+                        change.isolates() ? "stripe over its other rails (a link with no other "
+                                            "keeps it)"
+                                          : "stripe over it again",
+                        "; ring unchanged");
+  }
+  const bool changed = change.isolates() ? isolated_.add(a, b) : isolated_.remove(a, b);
   if (!changed) return "";
   const std::vector<int> before = schedule_.ring();
   reroute();

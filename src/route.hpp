@@ -1,10 +1,12 @@
-// The communicator's route: the links out of use, the ring that avoids them and which links
-// the algorithms may use, for one epoch. Every rank holds the same route: it changes only by
+// The communicator's route: the links and rails out of use, the ring that avoids the links
+// and which links the algorithms may use, for one epoch. Every rank holds the same route: it changes only by
 // a RouteChange that all ranks adopt at the end of the same call (collectives/call_check.hpp,
 // src/isolation.hpp), and the router (src/router.hpp) derives the same ring from it on each.
 #pragma once
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/algorithm.hpp"
@@ -24,6 +26,10 @@ class Route {
   const Schedule& schedule() const { return schedule_; }
   uint64_t epoch() const { return schedule_.epoch(); }
   const LinkSet& isolated() const { return isolated_; }
+  /// Whether `rank`'s rail `rail` is out of use: its links stripe over its other rails.
+  bool rail_isolated(int rank, int rail) const { return rails_.contains({rank, rail}); }
+  /// The isolated rails, as (rank, rail).
+  const std::set<std::pair<int, int>>& isolated_rails() const { return rails_; }
   /// Which algorithms' links are all in use.
   UsableLinks usable() const { return usable_; }
 
@@ -36,6 +42,7 @@ class Route {
 
   std::vector<std::vector<int>> hosts_;  // ranks_by_host, once
   LinkSet isolated_;
+  std::set<std::pair<int, int>> rails_;
   Schedule schedule_;
   UsableLinks usable_;
 };

@@ -189,6 +189,13 @@ class Pair {
   /// (bytes not yet acknowledged, an acknowledgement not yet sent).
   virtual bool tend() { return false; }
 
+  /// Takes the link's paths over rail `ifname` out of use for sending (`in_use` false) or
+  /// back: from the next frame on its bytes stripe over the other rails, whose sockets stay
+  /// open. Both ends call it at the same point of their streams (a route change adopted at a
+  /// call boundary, src/route.hpp). A link never takes its last usable path out of use; one
+  /// with a single fixed path ignores it. The link's own thread only.
+  virtual void use_rail(std::string_view ifname, bool in_use) {}
+
   /// A fault for tests and scripts/inject: flips a bit in each byte received with probability
   /// `rate` (0 ends it), after the sender's checksum and before this side's check. Any
   /// thread; transports without it ignore it.

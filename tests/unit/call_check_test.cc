@@ -169,9 +169,10 @@ TEST(CallAgreement, TheDirectFlagTravelsAndSticksThroughMerges) {
 // A route change rides the check: it travels, the merge keeps the least one proposed (an
 // isolation before a restore), whatever the order, and a malformed one is refused.
 TEST(CallAgreement, TheLeastRouteChangeTravelsAndWinsEveryMerge) {
-  const RouteChange isolate_12{RouteChange::kIsolate, 1, 2};
-  const RouteChange isolate_23{RouteChange::kIsolate, 2, 3};
-  const RouteChange restore_01{RouteChange::kRestore, 0, 1};
+  const RouteChange isolate_12{RouteChange::kIsolateLink, 1, 2};
+  const RouteChange isolate_23{RouteChange::kIsolateLink, 2, 3};
+  const RouteChange restore_01{RouteChange::kRestoreLink, 0, 1};
+  const RouteChange rail_of_3{RouteChange::kIsolateRail, 3, 1};
   CallAgreement a = own(2, signature(7, CollectiveKind::kAllreduce, 100));
   a.route = isolate_23;
   std::byte wire[CallAgreement::kWireBytes];
@@ -188,16 +189,14 @@ TEST(CallAgreement, TheLeastRouteChangeTravelsAndWinsEveryMerge) {
   for (int order = 0; order < 6; ++order) {
     std::vector<CallAgreement> states;
     for (const auto& r : {std::optional<RouteChange>(restore_01), std::optional<RouteChange>(),
-                          std::optional<RouteChange>(isolate_12)}) {
+                          std::optional<RouteChange>(isolate_12), std::optional<RouteChange>(rail_of_3)}) {
       states.push_back(own(static_cast<uint32_t>(states.size()), a.reference));
       states.back().route = r;
     }
-    std::vector<int> idx = {0, 1, 2};
-    for (int k = 0; k < order; ++k) std::next_permutation(idx.begin(), idx.end());
+    std::vector<int> idx = {0, 1, 2, 3};
+    for (int k = 0; k < order * 4; ++k) std::next_permutation(idx.begin(), idx.end());
     CallAgreement merged = states[idx[0]];
-    merged.merge(states[idx[1]]);
-    merged.merge(states[idx[2]]);
-    merged.merge(states[idx[1]]);  // idempotent
+    for (int i : {1, 2, 3, 1}) merged.merge(states[idx[i]]);  // the last: idempotent
     ASSERT_TRUE(merged.route.has_value());
     EXPECT_EQ(*merged.route, isolate_12) << "order " << order;
     EXPECT_EQ(merged.reference_rank, 0u);
@@ -214,9 +213,12 @@ TEST(CallAgreement, TheLeastRouteChangeTravelsAndWinsEveryMerge) {
   EXPECT_EQ(*long_back->route, isolate_23);
 
   // Out of range: a rank beyond the communicator, low >= high, an unknown action.
-  for (RouteChange bad : {RouteChange{RouteChange::kIsolate, 2, 4}, RouteChange{RouteChange::kIsolate, 2, 2},
-                          RouteChange{RouteChange::kRestore, 3, 1},
-                          RouteChange{static_cast<RouteChange::Action>(3), 0, 1}}) {
+  for (RouteChange bad : {RouteChange{RouteChange::kIsolateLink, 2, 4},
+                          RouteChange{RouteChange::kIsolateLink, 2, 2},
+                          RouteChange{RouteChange::kRestoreLink, 3, 1},
+                          RouteChange{RouteChange::kIsolateRail, 4, 0},
+                          RouteChange{RouteChange::kRestoreRail, 1, RouteChange::kMaxRails},
+                          RouteChange{static_cast<RouteChange::Action>(5), 0, 1}}) {
     CallAgreement c = own(0, a.reference);
     c.route = bad;
     const size_t n = c.encode(wire);

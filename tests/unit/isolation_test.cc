@@ -43,7 +43,7 @@ TEST(Isolation, AFailingLinkIsIsolatedProbedAndReturned) {
   f.iso.judged(judged(2, State::kHealthy, State::kFailing));
   auto p = f.iso.proposal(f.t0);
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolate, 1, 2}));
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolateLink, 1, 2}));
   EXPECT_TRUE(f.iso.proposal(f.t0).has_value()) << "proposed until adopted";
 
   f.iso.adopted(*p, f.t0);
@@ -60,7 +60,7 @@ TEST(Isolation, AFailingLinkIsIsolatedProbedAndReturned) {
 
   p = f.iso.proposal(f.t0 + absl::Seconds(30));
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(*p, (RouteChange{RouteChange::kRestore, 1, 2}));
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kRestoreLink, 1, 2}));
   f.iso.adopted(*p, f.t0 + absl::Seconds(30));
   ASSERT_EQ(f.reported.size(), 2u);
   EXPECT_EQ(f.reported[1].from, State::kIsolated);
@@ -88,7 +88,7 @@ TEST(Isolation, FailingOnProbationIsolatesAgain) {
   f.iso.judged(judged(3, State::kHealthy, State::kFailing));
   auto p = f.iso.proposal(probe + absl::Seconds(1));
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolate, 1, 3}));
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolateLink, 1, 3}));
 }
 
 TEST(Isolation, AJudgeStillFailingAtTheProbeIsolatesAgainAtOnce) {
@@ -99,24 +99,51 @@ TEST(Isolation, AJudgeStillFailingAtTheProbeIsolatesAgainAtOnce) {
   f.iso.adopted(*f.iso.proposal(probe), probe);  // the judge never stepped down
   auto p = f.iso.proposal(probe);
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->action, RouteChange::kIsolate);
+  EXPECT_EQ(p->action, RouteChange::kIsolateLink);
 }
 
 TEST(Isolation, ThePeersIsolationIsOursToProbeAndOthersAreNot) {
   Fixture f;
-  f.iso.adopted({RouteChange::kIsolate, 0, 1}, f.t0);  // rank 0 judged it
+  f.iso.adopted({RouteChange::kIsolateLink, 0, 1}, f.t0);  // rank 0 judged it
   ASSERT_EQ(f.reported.size(), 1u);
   EXPECT_EQ(f.reported[0].to, State::kIsolated);
   EXPECT_EQ(f.reported[0].scope.peer, 0);
   EXPECT_EQ(f.reported[0].reason.text(), "isolated on rank 0's word");
-  f.iso.adopted({RouteChange::kIsolate, 2, 3}, f.t0);  // not a link of rank 1
+  f.iso.adopted({RouteChange::kIsolateLink, 2, 3}, f.t0);  // not a link of rank 1
   EXPECT_EQ(f.reported.size(), 1u);
   auto p = f.iso.proposal(f.t0 + absl::Seconds(30));
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(*p, (RouteChange{RouteChange::kRestore, 0, 1}));
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kRestoreLink, 0, 1}));
   // Both ends proposed it; rank 0's won. Adopting it again changes nothing here.
   f.iso.adopted(*p, f.t0 + absl::Seconds(30));
   EXPECT_FALSE(f.iso.proposal(f.t0 + absl::Seconds(31)).has_value());
+}
+
+TEST(Isolation, APortFailingUnderARailIsolatesThatRailOfThisRank) {
+  Fixture f;
+  Change port = judged(-1, State::kHealthy, State::kFailing);
+  port.scope = {.kind = ScopeKind::kIbPort, .rail = 1, .link = 1, .device = "mlx5_1"};
+  port.reason.counter = "ib_symbol_error";
+  f.iso.judged(port);
+  auto p = f.iso.proposal(f.t0);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolateRail, 1, 1}));
+  EXPECT_EQ(p->describe(), "isolate rail 1 of rank 1");
+  f.iso.adopted({RouteChange::kIsolateRail, 0, 1}, f.t0);  // rank 0's rail: not ours
+  EXPECT_TRUE(f.reported.empty());
+  f.iso.adopted(*p, f.t0);
+  ASSERT_EQ(f.reported.size(), 1u);
+  EXPECT_EQ(f.reported[0].scope.kind, ScopeKind::kIbPort) << "the port's state shows it";
+  EXPECT_EQ(f.reported[0].to, State::kIsolated);
+  EXPECT_EQ(f.reported[0].reason.counter, "ib_symbol_error");
+  p = f.iso.proposal(f.t0 + absl::Seconds(30));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kRestoreRail, 1, 1}));
+  // A port under no rail of this rank is judged, never isolated.
+  Fixture g;
+  port.scope.rail = -1;
+  g.iso.judged(port);
+  EXPECT_FALSE(g.iso.proposal(g.t0).has_value());
 }
 
 TEST(Isolation, OnlyTheJudgesWordsAboutLinksCount) {

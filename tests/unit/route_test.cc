@@ -35,7 +35,7 @@ TEST(Route, IsolatingARingLinkOnFourHostsReroutesAroundIt) {
   Route route(peers(4, 1));
   EXPECT_EQ(route.epoch(), 0u);
   EXPECT_EQ(route.schedule().ring(), (std::vector<int>{0, 1, 2, 3}));
-  const std::string line = route.adopt({RouteChange::kIsolate, 1, 2});
+  const std::string line = route.adopt({RouteChange::kIsolateLink, 1, 2});
   EXPECT_EQ(route.epoch(), 1u);
   EXPECT_FALSE(ring_crosses(route.schedule(), 1, 2)) << line;
   EXPECT_NE(line.find("isolate link 1-2"), std::string::npos) << line;
@@ -45,9 +45,9 @@ TEST(Route, IsolatingARingLinkOnFourHostsReroutesAroundIt) {
   // On four ranks the call check's rounds join every pair the ring does not.
   EXPECT_FALSE(route.usable().rounds) << line;
 
-  EXPECT_EQ(route.adopt({RouteChange::kIsolate, 1, 2}), "") << "already isolated: no epoch";
+  EXPECT_EQ(route.adopt({RouteChange::kIsolateLink, 1, 2}), "") << "already isolated: no epoch";
   EXPECT_EQ(route.epoch(), 1u);
-  EXPECT_NE(route.adopt({RouteChange::kRestore, 1, 2}), "");
+  EXPECT_NE(route.adopt({RouteChange::kRestoreLink, 1, 2}), "");
   EXPECT_EQ(route.epoch(), 2u);
   EXPECT_TRUE(route.usable().rounds);
   EXPECT_TRUE(route.usable().every_pair);
@@ -57,7 +57,7 @@ TEST(Route, IsolatingARingLinkOnFourHostsReroutesAroundIt) {
 TEST(Route, ThreeHostsHaveNoRingAroundALinkAndSaySo) {
   Route route(peers(3, 1));
   const std::vector<int> before = route.schedule().ring();
-  const std::string line = route.adopt({RouteChange::kIsolate, 0, 2});
+  const std::string line = route.adopt({RouteChange::kIsolateLink, 0, 2});
   EXPECT_EQ(route.epoch(), 1u);
   EXPECT_FALSE(route.usable().ring);
   EXPECT_EQ(route.schedule().ring(), before) << "the ring stays as it was";
@@ -67,11 +67,27 @@ TEST(Route, ThreeHostsHaveNoRingAroundALinkAndSaySo) {
 TEST(Route, HostsStayTogetherAroundALinkBetweenThem) {
   Route route(peers(4, 2));  // h0: 0 1, h1: 2 3, h2: 4 5, h3: 6 7
   ASSERT_TRUE(ring_crosses(route.schedule(), 3, 4));
-  route.adopt({RouteChange::kIsolate, 3, 4});
+  route.adopt({RouteChange::kIsolateLink, 3, 4});
   EXPECT_TRUE(route.usable().ring);
   EXPECT_FALSE(ring_crosses(route.schedule(), 3, 4));
   // Each host's two ranks are still neighbours: the ring crosses the network once per host.
   for (int h = 0; h < 4; ++h) EXPECT_TRUE(ring_crosses(route.schedule(), 2 * h, 2 * h + 1));
+}
+
+TEST(Route, ARailIsolatedKeepsTheRingAndStartsAnEpoch) {
+  Route route(peers(4, 1));
+  const std::string line = route.adopt({RouteChange::kIsolateRail, 2, 1});
+  EXPECT_EQ(route.epoch(), 1u);
+  EXPECT_TRUE(route.rail_isolated(2, 1));
+  EXPECT_FALSE(route.rail_isolated(2, 0));
+  EXPECT_FALSE(route.rail_isolated(1, 1));
+  EXPECT_EQ(route.schedule().ring(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_NE(line.find("isolate rail 1 of rank 2"), std::string::npos) << line;
+  EXPECT_TRUE(route.usable().every_pair) << "every link still has a rail";
+  EXPECT_EQ(route.adopt({RouteChange::kIsolateRail, 2, 1}), "");
+  EXPECT_NE(route.adopt({RouteChange::kRestoreRail, 2, 1}), "");
+  EXPECT_FALSE(route.rail_isolated(2, 1));
+  EXPECT_EQ(route.epoch(), 2u);
 }
 
 }  // namespace

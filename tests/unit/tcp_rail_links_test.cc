@@ -194,6 +194,42 @@ TEST(TcpRailLinks, StripesMessagesOfManyChunksInRandomSlices) {
   EXPECT_EQ(ta.rail_stats(2).bytes_sent, 0u);  // no such rail
 }
 
+// A rail taken out of use (a route change both ends adopt between messages) carries no more
+// data either way, its sockets stay open, and it carries again once back; the last rail of a
+// link is never taken out.
+TEST(TcpRailLinks, ARailOutOfUseCarriesNothingUntilBack) {
+  WEFT_REQUIRE_RAILS(ns);
+  const uint64_t seed = random_seed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  Ranks r = make_ranks({"weftr0,weftr1", "weftr0,weftr1"});
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, a, b));
+  auto& ta = dynamic_cast<TcpPair&>(*a);
+  auto& tb = dynamic_cast<TcpPair&>(*b);
+  const size_t sizes[2] = {9 * kStripeBytes + 77, 5 * kStripeBytes - 1};
+  ASSERT_TRUE(exchange(*a, *b, sizes, seed));
+  const uint64_t before[2] = {ta.rail_stats(1).bytes_sent, tb.rail_stats(1).bytes_sent};
+  EXPECT_GT(before[0], 0u);
+  a->use_rail("weftr1", false);
+  b->use_rail("weftr1", false);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(exchange(*a, *b, sizes, seed + 1 + i));
+  EXPECT_EQ(ta.rail_stats(1).bytes_sent, before[0]) << "rail 1 carried data out of use";
+  EXPECT_EQ(tb.rail_stats(1).bytes_sent, before[1]);
+  // Rail 0 is the last in use: it stays.
+  a->use_rail("weftr0", false);
+  b->use_rail("weftr0", false);
+  ASSERT_TRUE(exchange(*a, *b, sizes, seed + 5));
+  EXPECT_GT(ta.rail_stats(0).bytes_sent, 0u);
+  EXPECT_EQ(ta.rail_stats(1).bytes_sent, before[0]);
+  a->use_rail("weftr1", true);
+  b->use_rail("weftr1", true);
+  ASSERT_TRUE(exchange(*a, *b, sizes, seed + 6));
+  EXPECT_GT(ta.rail_stats(1).bytes_sent, before[0]) << "rail 1 back in use";
+  EXPECT_GT(tb.rail_stats(1).bytes_sent, before[1]);
+  EXPECT_EQ(ta.stats().path_failures, 0u);
+}
+
 // A host takes a rail out of use by leaving it out of its WEFT_SOCKET_IFNAME; links to and
 // from it run over the rails both ends have, or over the peer's first address when they
 // share no subnet.

@@ -132,7 +132,9 @@ std::optional<size_t> Inbound::find_next() {
         continue;
       }
       if (covers(i)) {
+        // The rest of this frame comes from here too, wherever the last one pointed.
         scanning_ = false;
+        expected_ = i;
         return i;
       }
       break;

@@ -39,6 +39,9 @@ class Inbound {
   const absl::Status& failed() const { return failed_; }
   /// Whether an acknowledgement or a resend request is still to be sent.
   bool owes() const { return next_ != acked_ || resend_owed_; }
+  /// The sender may stripe over other rails from its next frame on (Outbound::set_in_use):
+  /// the next frame may come on any of them.
+  void rails_changed() { scanning_ = true; }
   /// Sets the corruption rate from another thread (scripts/inject); the next receive uses it.
   void inject_corruption(double rate) { injected_rate_.store(rate, std::memory_order_relaxed); }
 

@@ -63,7 +63,25 @@ void Outbound::stage(const std::byte* data, size_t len) {
   }
 }
 
-bool Outbound::usable(size_t i) const { return paths_[i]->alive() && control_[i]->alive(); }
+bool Outbound::usable(size_t i) const {
+  return paths_[i]->alive() && control_[i]->alive() && ((out_of_use_ >> i) & 1U) == 0;
+}
+
+bool Outbound::set_in_use(size_t i, bool in_use) {
+  if (i >= paths_.size() || !failed_.ok() || ((out_of_use_ >> i) & 1U) == (in_use ? 0U : 1U)) {
+    return false;
+  }
+  if (!in_use) {
+    size_t others = 0;
+    for (size_t p = 0; p < paths_.size(); ++p) others += p != i && usable(p);
+    if (others == 0) return false;  // the link's last rail carries on
+  }
+  out_of_use_ ^= 1U << i;
+  // From the last byte sent: the receiver has every earlier one, or will read it where it
+  // went (the rail stays open), and looks everywhere for what follows (Inbound::rails_changed).
+  restart(wire_, absl::StrCat(paths_[i]->name(), in_use ? " back in use" : " taken out of use"));
+  return true;
+}
 
 void Outbound::notice_deaths() {
   for (size_t i : live_) {

@@ -48,6 +48,10 @@ class Outbound {
   bool unacknowledged() const { return acked_ < std::max(wire_, taken_); }
   /// A socket of rail `path` reported an error or hang-up (check_peer's poll).
   void lost(size_t path, std::string cause);
+  /// Takes rail `path` out of use for data (its sockets stay open) or back, from the next
+  /// frame on: a new epoch from the last byte sent. Refuses (false) to take out the last
+  /// usable rail; true when something changed.
+  bool set_in_use(size_t path, bool in_use);
 
   const absl::Status& failed() const { return failed_; }
 
@@ -73,7 +77,7 @@ class Outbound {
   /// Resumes without a rail the receiving half found dead (the twins share sockets).
   void notice_deaths();
   void control_lost(size_t path, std::string cause);
-  /// Whether rail `path` can carry data: both its sockets live.
+  /// Whether rail `path` can carry data: both its sockets live, and it is in use.
   bool usable(size_t path) const;
   /// For each rail, the socket whose failure ended it for sending.
   std::vector<Path*> why_rails_failed() const;
@@ -97,6 +101,7 @@ class Outbound {
   std::vector<size_t> live_;  ///< the epoch's paths, in order
   Current cur_;
   uint64_t calls_ = 0;
+  uint32_t out_of_use_ = 0;  ///< rails set_in_use took out, by bit
   absl::Status failed_;
 };
 

@@ -130,6 +130,15 @@ void TcpPair::name_paths() const {
   paths_named_ = true;
 }
 
+void TcpPair::use_rail(std::string_view ifname, bool in_use) {
+  if (!paths_named_) name_paths();
+  for (size_t r = 0; r < rails_; ++r) {
+    if (path_ifnames_[r] == ifname) out_->set_in_use(r, in_use);
+  }
+  // Where the peer's next frame comes from is no longer what its last one said.
+  if (rails_ > 1) in_->rails_changed();
+}
+
 absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
   return send_flagged(data, len, 0);
 }

@@ -98,6 +98,7 @@ class TcpPair : public Pair {
   void read_path_counters(PathCounterSink sink) const override;
   bool tend() override;
   void inject_corruption(double rate) override;
+  void use_rail(std::string_view ifname, bool in_use) override;
 
   /// How many rails the link stripes over (outbound paths it started with).
   size_t rails() const { return rails_; }
