@@ -7,9 +7,13 @@
 
 namespace weft {
 
-Route::Route(const std::vector<PeerInfo>& peers) : hosts_(ranks_by_host(peers)) {
-  RingSearch found = ring_avoiding(hosts_, isolated_);
-  schedule_ = Schedule(/*epoch=*/0, std::move(*found.ring));
+Route::Route(const std::vector<PeerInfo>& peers, LinkSet isolated)
+    : hosts_(ranks_by_host(peers)), isolated_(std::move(isolated)) {
+  std::vector<int> by_rank(peers.size());
+  for (size_t r = 0; r < by_rank.size(); ++r) by_rank[r] = static_cast<int>(r);
+  schedule_ = Schedule(/*epoch=*/0, std::move(by_rank));
+  reroute();
+  schedule_ = Schedule(/*epoch=*/0, schedule_.ring());
 }
 
 std::string Route::adopt(const RouteChange& change) {
@@ -37,6 +41,9 @@ std::string Route::adopt(const RouteChange& change) {
                            "ring still crosses one, at its full cost)");
   } else if (schedule_.ring() == before) {
     absl::StrAppend(&line, " (unchanged)");
+  } else if (pieces_ > hosts_.size()) {
+    absl::StrAppend(&line, ": no relay, every rail; a host's ranks are apart, so the ring "
+                           "crosses the network ", pieces_, " times instead of ", hosts_.size());
   } else {
     absl::StrAppend(&line, ": no relay, every rail, the fault-free ring's bandwidth");
   }
@@ -50,6 +57,7 @@ std::string Route::adopt(const RouteChange& change) {
 void Route::reroute() {
   RingSearch found = ring_avoiding(hosts_, isolated_);
   usable_.ring = found.ring.has_value();
+  pieces_ = found.ring ? found.pieces : hosts_.size();
   // Without a ring that avoids every isolated link, the ring keeps hosts together as before.
   std::vector<int> ring = found.ring ? *std::move(found.ring) : schedule_.ring();
   schedule_ = Schedule(schedule_.epoch() + 1, std::move(ring));

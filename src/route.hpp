@@ -20,8 +20,9 @@ namespace weft {
 class Route {
  public:
   Route() = default;
-  /// Epoch 0: nothing isolated, each host's ranks together in rank order. `peers` by rank.
-  explicit Route(const std::vector<PeerInfo>& peers);
+  /// Epoch 0 around `isolated` (nothing: each host's ranks together in rank order). `peers`
+  /// by rank.
+  explicit Route(const std::vector<PeerInfo>& peers, LinkSet isolated = {});
 
   const Schedule& schedule() const { return schedule_; }
   uint64_t epoch() const { return schedule_.epoch(); }
@@ -45,6 +46,7 @@ class Route {
   std::set<std::pair<int, int>> rails_;
   Schedule schedule_;
   UsableLinks usable_;
+  size_t pieces_ = 0;  // of the hosts in the ring (RingSearch::pieces)
 };
 
 }  // namespace weft

@@ -48,6 +48,31 @@ bool host_path(const std::vector<int>& ranks, const LinkSet& isolated, HostPath*
   return true;
 }
 
+// A host whose ranks cannot line up around its isolated links (an isolated NVLink between
+// its only two GPUs) enters the ring in pieces: paths that use no isolated link, each grown
+// greedily from the lowest rank left. The ring then crosses the network more often, which
+// beats no ring at all.
+void split_host(const std::vector<int>& ranks, const LinkSet& isolated, std::vector<HostPath>& out) {
+  std::vector<bool> used(ranks.size(), false);
+  for (size_t start = 0; start < ranks.size(); ++start) {
+    if (used[start]) continue;
+    HostPath piece;
+    piece.path.push_back(ranks[start]);
+    used[start] = true;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (size_t i = 0; i < ranks.size() && !grew; ++i) {
+        if (used[i] || isolated.has(piece.path.back(), ranks[i])) continue;
+        used[i] = true;
+        piece.path.push_back(ranks[i]);
+        grew = true;
+      }
+    }
+    piece.cyclic = piece.path.size() > 2 && !isolated.has(piece.path.back(), piece.path.front());
+    out.push_back(std::move(piece));
+  }
+}
+
 class HostOrderSearch {
  public:
   HostOrderSearch(const std::vector<HostPath>& hosts, const LinkSet& isolated, uint64_t budget)
@@ -128,12 +153,31 @@ std::vector<std::vector<int>> ranks_by_host(const std::vector<PeerInfo>& peers) 
 RingSearch ring_avoiding(const std::vector<std::vector<int>>& hosts, const LinkSet& isolated,
                          uint64_t step_budget) {
   if (hosts.empty()) return {std::vector<int>(), false};
-  std::vector<HostPath> paths(hosts.size());
-  for (size_t h = 0; h < hosts.size(); ++h) {
-    // A host whose own ranks cannot line up: no ring keeps it together.
-    if (!host_path(hosts[h], isolated, &paths[h])) return {std::nullopt, true};
+  std::vector<HostPath> paths;
+  for (const std::vector<int>& ranks : hosts) {
+    HostPath p;
+    if (host_path(ranks, isolated, &p)) {
+      paths.push_back(std::move(p));
+    } else {
+      split_host(ranks, isolated, paths);
+    }
   }
-  return HostOrderSearch(paths, isolated, step_budget).run();
+  RingSearch found = HostOrderSearch(paths, isolated, step_budget).run();
+  found.pieces = paths.size();
+  if (found.ring) return found;
+  // Pieces of one host must not meet where their ranks' link is isolated, which may take
+  // splitting the others too: then every rank is a piece of its own (a plain Hamiltonian
+  // cycle), which finds a ring wherever one exists, at the cost of host locality.
+  size_t ranks = 0;
+  for (const auto& h : hosts) ranks += h.size();
+  if (ranks == paths.size()) return found;
+  std::vector<HostPath> singles;
+  for (const auto& h : hosts) {
+    for (int r : h) singles.push_back(HostPath{{r}, false});
+  }
+  RingSearch single = HostOrderSearch(singles, isolated, step_budget).run();
+  single.pieces = singles.size();
+  return single;
 }
 
 }  // namespace weft

@@ -43,9 +43,12 @@ class LinkSet {
 std::vector<std::vector<int>> ranks_by_host(const std::vector<PeerInfo>& peers);
 
 struct RingSearch {
-  /// Every rank once, each host's ranks together, no two neighbours (the last and the first
+  /// Every rank once, each host's ranks together (where its own links allow: a host whose
+  /// ranks cannot line up goes in pieces), no two neighbours (the last and the first
   /// included) joined by an isolated link; nullopt when none was found.
   std::optional<std::vector<int>> ring;
+  /// How many pieces the hosts went in: hosts.size() when each host stayed together.
+  size_t pieces = 0;
   /// With no ring: true when the search tried everything it could (no ring of that shape
   /// exists), false when it gave up at its step budget.
   bool exhausted = false;
@@ -53,8 +56,8 @@ struct RingSearch {
 
 /// Searches for a ring over `hosts` (as ranks_by_host gives them) that avoids `isolated`.
 /// With nothing isolated it is the hosts in order, each host's ranks in rank order. Inside a
-/// host it keeps one path (rank order, or the first one found around isolated links) and
-/// varies only where the ring enters it (rotations and direction).
+/// host it keeps one path (rank order, or the first one found around isolated links; pieces
+/// where there is none) and varies only where the ring enters it (rotations and direction).
 RingSearch ring_avoiding(const std::vector<std::vector<int>>& hosts, const LinkSet& isolated,
                          uint64_t step_budget = 1'000'000);
 

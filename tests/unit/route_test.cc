@@ -74,6 +74,14 @@ TEST(Route, HostsStayTogetherAroundALinkBetweenThem) {
   for (int h = 0; h < 4; ++h) EXPECT_TRUE(ring_crosses(route.schedule(), 2 * h, 2 * h + 1));
 }
 
+TEST(Route, ALinkInsideAHostSplitsItAndSaysWhatThatCosts) {
+  Route route(peers(2, 2));  // h0: 0 1, h1: 2 3
+  const std::string line = route.adopt({RouteChange::kIsolateLink, 2, 3});
+  EXPECT_TRUE(route.usable().ring);
+  EXPECT_FALSE(ring_crosses(route.schedule(), 2, 3)) << line;
+  EXPECT_NE(line.find("crosses the network 4 times instead of 2"), std::string::npos) << line;
+}
+
 TEST(Route, ARailIsolatedKeepsTheRingAndStartsAnEpoch) {
   Route route(peers(4, 1));
   const std::string line = route.adopt({RouteChange::kIsolateRail, 2, 1});
