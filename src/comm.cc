@@ -180,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
       for (int peer = 0; peer < size; ++peer) {
         const transport::Transport* t = peer == rank ? nullptr : comm->topology_.transport_to(peer);
         o.link_device.emplace_back(t != nullptr ? t->name() : "");
+        if (peer != rank && (*peers)[peer].host_id == self.host_id) o.host_peers.push_back(peer);
       }
       comm->isolation_ = std::make_unique<Isolation>(
           std::move(o), [c](const health::Change& change) { c->watch_->monitor()->record(change); });
@@ -430,6 +431,7 @@ void Comm::adopt(const RouteChange& change) {
   const int a = static_cast<int>(change.a), b = static_cast<int>(change.b);
   if (change.on_rail()) {
     // Our links to the rail's rank, or all of ours when it is ours.
+    MutexLock lock(&links_mu_);
     for (int peer = 0; peer < size_; ++peer) {
       if (links_[peer] != nullptr && (a == rank_ || a == peer)) use_rails(peer);
     }

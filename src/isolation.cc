@@ -47,20 +47,35 @@ void Isolation::judged(const health::Change& change) {
   };
   if (mine(change.from) || mine(change.to)) return;
   const health::Scope& scope = change.scope;
-  const bool link = scope.kind == health::ScopeKind::kLink && scope.peer >= 0 &&
-                    scope.peer != options_.rank;
-  const bool rail = scope.kind == health::ScopeKind::kIbPort && scope.rail >= 0 &&
-                    static_cast<uint32_t>(scope.rail) < RouteChange::kMaxRails;
-  if (!link && !rail) return;
+  const bool peer = scope.peer >= 0 && scope.peer != options_.rank;
   MutexLock lock(&mu_);
-  Link& entry = link ? link_to(scope.peer) : links_[Target{true, scope.rail}];
-  if (rail) entry.scope = scope;
+  switch (scope.kind) {
+    case health::ScopeKind::kLink:
+    case health::ScopeKind::kNvlink:
+      if (peer) judge(Target{false, scope.peer}, change);
+      break;
+    case health::ScopeKind::kGpu:
+      for (int p : options_.host_peers) judge(Target{false, p}, change);
+      break;
+    case health::ScopeKind::kIbPort:
+      if (scope.rail >= 0 && static_cast<uint32_t>(scope.rail) < RouteChange::kMaxRails) {
+        links_[Target{true, scope.rail}].scope = scope;  // a rail's state shows on its port
+        judge(Target{true, scope.rail}, change);
+      }
+      break;
+    case health::ScopeKind::kRail:
+      break;  // one socket of one link: its link carries on over its other rails already
+  }
+  refresh_due();
+}
+
+void Isolation::judge(Target target, const health::Change& change) {
+  Link& entry = target.rail ? links_[target] : link_to(target.id);
   entry.judge = change.to;
   if (change.to == health::State::kFailing) {
     entry.failing = true;
     entry.reason = change.reason;
   }
-  refresh_due();
 }
 
 std::optional<RouteChange> Isolation::proposal(absl::Time now) {

@@ -1,6 +1,8 @@
-// What a rank does about its own links and rails that health judges FAILING (a link to a
-// peer; an InfiniBand port under one of its rails): it proposes to isolate them, and after
-// a quiet time to bring them back on probation. Proposals ride the call
+// What a rank does about its own links and rails that health judges FAILING: it proposes to
+// isolate them, and after a quiet time to bring them back on probation. A link to a peer is
+// FAILING when its own counters say so, or the NVLink to that peer's GPU; a GPU FAILING
+// (uncorrected ECC, a fatal XID) takes all its links to ranks of its host; a rail is the one
+// an InfiniBand port FAILING carries. Proposals ride the call
 // check (collectives/call_check.hpp), so every rank adopts the same change at the end of the
 // same call and reroutes (src/router.hpp); nothing here touches a link.
 //
@@ -39,6 +41,8 @@ class Isolation {
     absl::Duration probation = absl::Seconds(10);  ///< in use this long, not FAILING, to be HEALTHY
     /// By peer rank: what carries the link ("tcp", "shm"), as its health scope names it.
     std::vector<std::string> link_device;
+    /// The other ranks of this rank's host: the links its GPU's NVLinks serve.
+    std::vector<int> host_peers;
   };
   /// Reports a state this rank's link entered (ISOLATED, PROBATION, HEALTHY), for the health
   /// log and snapshot (health::Monitor::record). Called on the collective's thread.
@@ -47,7 +51,8 @@ class Isolation {
   Isolation(Options options, Report report);
 
   /// Thread-safe (the monitor's thread): a change the judge made to one of this rank's scopes.
-  /// A link's (kLink, peer) and a port's under a rail (kIbPort, rail >= 0) count.
+  /// A link's (kLink), an NVLink's to a rank (kNvlink, peer >= 0), this rank's GPU's (kGpu)
+  /// and a port's under a rail (kIbPort, rail >= 0) count.
   void judged(const health::Change& change);
 
   /// The collective's thread, at every call: the change this rank proposes now, if any. Costs
@@ -76,6 +81,8 @@ class Isolation {
   /// The earliest time a proposal or a probation's end can be due, under mu_.
   void refresh_due() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   RouteChange change_of(Target t, bool isolate) const;
+  /// Records the judge's `change` on the entry of `target`.
+  void judge(Target target, const health::Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The entry of the link to `peer`, its scope set.
   Link& link_to(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The change `link` just made, from `from`, for `why` where no counter is it.

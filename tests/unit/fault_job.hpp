@@ -22,6 +22,7 @@ inline std::string read_file(const std::string& path) {
 // What a child has written to its progress file so far (complete lines only).
 struct Progress {
   int iterations = 0;
+  int route_changes = 0;  // the "routes N" lines: this rank's links isolated or back
   bool ready = false;
   std::optional<std::map<std::string, std::string>> error;   // the "error k=v ..." line
   std::optional<std::map<std::string, std::string>> shrunk;  // the "shrunk k=v ..." line
@@ -42,6 +43,10 @@ inline Progress parse_progress(const std::string& text) {
     if (words[0] == "iter" && words.size() == 2) {
       int n = 0;
       if (absl::SimpleAtoi(words[1], &n)) p.iterations = n;
+    }
+    if (words[0] == "routes" && words.size() == 2) {
+      int n = 0;
+      if (absl::SimpleAtoi(words[1], &n)) p.route_changes = n;
     }
     if (words[0] == "survivors-exact") p.survivors_exact = true;
     if (words[0] == "message") p.message = std::string(line.substr(line.find(' ') + 1));

@@ -195,6 +195,7 @@ inline bool check_result(int fd, int rank, int size, const std::string& collecti
   const int64_t stop_at = mono_ms() + kChildRunMs;
   const int64_t max_iterations = kMaxFloatsMoved / static_cast<int64_t>(std::max<size_t>(floats, 1));
   int iter = 0;
+  int route_changes = 0;  // this rank's links isolated or back on probation, as health says
   for (; iter < max_iterations && mono_ms() < stop_at; ++iter) {
     const int64_t t0 = mono_ns();
     absl::Status s = run_collective(*comm, collective, send, recv);
@@ -246,6 +247,11 @@ inline bool check_result(int fd, int rank, int size, const std::string& collecti
     // powers of two only, so the file stays small and the writes do not pace the loop.
     const int done = iter + 1;
     if (done <= kItersBeforeKill || (done & (done - 1)) == 0) dprintf(fd, "iter %d\n", done);
+    const int seen = route_changes;
+    while (auto change = comm->next_health_change()) {
+      route_changes += change->to == HealthState::kIsolated || change->to == HealthState::kProbation;
+    }
+    if (route_changes > seen && route_changes <= 8) dprintf(fd, "routes %d\n", route_changes);
   }
   dprintf(fd, "finished iters=%d\n", iter);
   comm.reset();

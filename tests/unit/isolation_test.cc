@@ -33,7 +33,7 @@ struct Fixture {
 
   Fixture()
       : iso(Isolation::Options{.rank = 1, .quiet = absl::Seconds(30), .probation = absl::Seconds(10),
-                               .link_device = {"tcp", "", "tcp", "tcp"}},
+                               .link_device = {"shm", "", "tcp", "tcp"}, .host_peers = {0}},
             [this](const Change& c) { reported.push_back(c); }) {}
 };
 
@@ -144,6 +144,33 @@ TEST(Isolation, APortFailingUnderARailIsolatesThatRailOfThisRank) {
   port.scope.rail = -1;
   g.iso.judged(port);
   EXPECT_FALSE(g.iso.proposal(g.t0).has_value());
+}
+
+TEST(Isolation, AFailingNvlinkIsolatesTheLinkToItsRankAndAGpuAllOfItsHosts) {
+  Fixture f;
+  Change nvlink = judged(3, State::kHealthy, State::kFailing);
+  nvlink.scope = {.kind = ScopeKind::kNvlink, .peer = 3, .gpu = 0, .link = 2, .device = "x"};
+  nvlink.reason.counter = "nvlink_crc_flit";
+  f.iso.judged(nvlink);
+  auto p = f.iso.proposal(f.t0);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolateLink, 1, 3}));
+  f.iso.adopted(*p, f.t0);
+  ASSERT_EQ(f.reported.size(), 1u);
+  EXPECT_EQ(f.reported[0].scope.kind, ScopeKind::kLink) << "the link's state shows it";
+  EXPECT_EQ(f.reported[0].reason.counter, "nvlink_crc_flit");
+
+  Fixture g;
+  Change gpu = judged(-1, State::kHealthy, State::kFailing);
+  gpu.scope = {.kind = ScopeKind::kGpu, .gpu = 1, .device = "0000:19:00.0"};
+  gpu.reason.counter = "ecc_uncorrected";
+  g.iso.judged(gpu);
+  p = g.iso.proposal(g.t0);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p, (RouteChange{RouteChange::kIsolateLink, 0, 1})) << "rank 0 shares the host";
+  g.iso.adopted(*p, g.t0);
+  EXPECT_FALSE(g.iso.proposal(g.t0).has_value()) << "no other rank on the host";
+  EXPECT_EQ(g.reported.at(0).scope.device, "shm");
 }
 
 TEST(Isolation, OnlyTheJudgesWordsAboutLinksCount) {
