@@ -136,6 +136,9 @@ def main():
         settings = {"WEFT_TRANSPORT": "tcp", "WEFT_TIMEOUT": "60",
                     "WEFT_HEALTH_ENDPOINT": str(base), "WEFT_HEALTH_INTERVAL_MS": "100",
                     "WEFT_HEALTH_WINDOW": "1", "WEFT_HEALTH_RECOVER": "4",
+                    # The states as judged: isolation would show ISOLATED over them, and
+                    # hold them for its quiet time (tests/multirank/reroute_test.cc tests it).
+                    "WEFT_ISOLATE": "off",
                     "WEFT_HEALTH_LOG": os.path.join(root, "changes.%r.jsonl"),
                     "WEFT_NVML_LIBRARY": fake_nvml,
                     "WEFT_FAKE_NVML_STATE": os.path.join(root, "nvml.json"),

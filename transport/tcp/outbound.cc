@@ -67,20 +67,33 @@ bool Outbound::usable(size_t i) const {
   return paths_[i]->alive() && control_[i]->alive() && ((out_of_use_ >> i) & 1U) == 0;
 }
 
-bool Outbound::set_in_use(size_t i, bool in_use) {
-  if (i >= paths_.size() || !failed_.ok() || ((out_of_use_ >> i) & 1U) == (in_use ? 0U : 1U)) {
-    return false;
-  }
+void Outbound::set_in_use(size_t i, bool in_use) {
+  if (i >= paths_.size() || i >= 32 || !failed_.ok()) return;
+  const uint32_t want = in_use ? want_out_of_use_ & ~(1U << i) : want_out_of_use_ | (1U << i);
   if (!in_use) {
     size_t others = 0;
-    for (size_t p = 0; p < paths_.size(); ++p) others += p != i && usable(p);
-    if (others == 0) return false;  // the link's last rail carries on
+    for (size_t p = 0; p < paths_.size(); ++p) {
+      others += p != i && paths_[p]->alive() && control_[p]->alive() && ((want >> p) & 1U) == 0;
+    }
+    if (others == 0) return;  // the link's last rail carries on
   }
-  out_of_use_ ^= 1U << i;
+  want_out_of_use_ = want;
+  apply_use();
+}
+
+void Outbound::apply_use() {
+  if (want_out_of_use_ == out_of_use_ || (cur_.active && cur_.sent > 0) || !failed_.ok()) return;
+  const uint32_t changed = want_out_of_use_ ^ out_of_use_;
+  out_of_use_ = want_out_of_use_;
+  std::string why;
+  for (size_t p = 0; p < paths_.size() && p < 32; ++p) {
+    if (((changed >> p) & 1U) == 0) continue;
+    absl::StrAppend(&why, why.empty() ? "" : ", ", paths_[p]->name(),
+                    ((out_of_use_ >> p) & 1U) != 0 ? " taken out of use" : " back in use");
+  }
   // From the last byte sent: the receiver has every earlier one, or will read it where it
   // went (the rail stays open), and looks everywhere for what follows (Inbound::rails_changed).
-  restart(wire_, absl::StrCat(paths_[i]->name(), in_use ? " back in use" : " taken out of use"));
-  return true;
+  restart(wire_, why);
 }
 
 void Outbound::notice_deaths() {
@@ -222,6 +235,7 @@ bool Outbound::write_current(int flags, uint64_t stop) {
   }
   if (cur_.sent == frame_bytes) {
     cur_.active = false;
+    apply_use();  // a rail change waits for the frame under way
     return true;
   }
   return false;  // the socket is full, or this call's share is sent

@@ -49,9 +49,8 @@ class Outbound {
   /// A socket of rail `path` reported an error or hang-up (check_peer's poll).
   void lost(size_t path, std::string cause);
   /// Takes rail `path` out of use for data (its sockets stay open) or back, from the next
-  /// frame on: a new epoch from the last byte sent. Refuses (false) to take out the last
-  /// usable rail; true when something changed.
-  bool set_in_use(size_t path, bool in_use);
+  /// frame on: a new epoch from the last byte sent. Never takes out the last usable rail.
+  void set_in_use(size_t path, bool in_use);
 
   const absl::Status& failed() const { return failed_; }
 
@@ -101,7 +100,11 @@ class Outbound {
   std::vector<size_t> live_;  ///< the epoch's paths, in order
   Current cur_;
   uint64_t calls_ = 0;
-  uint32_t out_of_use_ = 0;  ///< rails set_in_use took out, by bit
+  uint32_t out_of_use_ = 0;       ///< rails taken out of use, by bit
+  uint32_t want_out_of_use_ = 0;  ///< as set_in_use asked: applied between frames
+  /// Applies want_out_of_use_ unless a frame is half sent: a frame left half sent on a rail
+  /// the receiver no longer reads could never be finished once its socket fills.
+  void apply_use();
   absl::Status failed_;
 };
 
