@@ -424,7 +424,13 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
 
 void Comm::adopt(const RouteChange& change) {
   const std::string line = route_.adopt(change);
-  if (isolation_ != nullptr) isolation_->adopted(change, monotonic_now());
+  if (isolation_ != nullptr) {
+    // A link isolated with no ring around it still carries the ring's traffic: say so.
+    const bool stays = !change.on_rail() && change.isolates() && !route_.usable().ring;
+    isolation_->adopted(change, monotonic_now(),
+                        stays ? "no ring avoids it: it still carries traffic (a relay would not)"
+                              : "");
+  }
   if (line.empty()) return;
   // The choices cached per kind were made for the links of the last epoch.
   for (LastChoice& last : last_choice_) last = LastChoice{};

@@ -108,7 +108,7 @@ std::optional<RouteChange> Isolation::proposal(absl::Time now) {
   return out;
 }
 
-void Isolation::adopted(const RouteChange& change, absl::Time now) {
+void Isolation::adopted(const RouteChange& change, absl::Time now, std::string note) {
   const auto rank = static_cast<uint32_t>(options_.rank);
   Target target;
   if (change.on_rail()) {
@@ -146,6 +146,9 @@ void Isolation::adopted(const RouteChange& change, absl::Time now) {
     }
     link.since = now;
     report = report_of(link, from, std::move(why));
+    if (!note.empty()) {
+      absl::StrAppend(&report.reason.note, report.reason.note.empty() ? "" : "; ", note);
+    }
     refresh_due();
   }
   report_(report);

@@ -59,8 +59,9 @@ class Isolation {
   /// one atomic load while nothing is pending or due.
   std::optional<RouteChange> proposal(absl::Time now);
 
-  /// The collective's thread: every rank adopted `change` at the end of a call.
-  void adopted(const RouteChange& change, absl::Time now);
+  /// The collective's thread: every rank adopted `change` in a call. `note`, if any, says
+  /// what the route could not do about it (no ring avoids the link).
+  void adopted(const RouteChange& change, absl::Time now, std::string note = "");
 
  private:
   enum class Use { kInUse, kIsolated, kProbation };

@@ -2,24 +2,31 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace weft::health {
 
 std::string Reason::text() const {
   if (counter.empty()) return note.empty() ? "no counter above its thresholds" : note;
+  std::string out;
   if (measure == Measure::kRatio) {
-    return absl::StrFormat("%s %s %g%% %s %g%% of %s over %gs", counter, measure_name(measure),
-                           measured * 100, measured >= threshold ? ">=" : "<", threshold * 100,
-                           per, absl::ToDoubleSeconds(window));
+    out = absl::StrFormat("%s %s %g%% %s %g%% of %s over %gs", counter, measure_name(measure),
+                          measured * 100, measured >= threshold ? ">=" : "<", threshold * 100,
+                          per, absl::ToDoubleSeconds(window));
+  } else {
+    const char* per_s = measure == Measure::kRate ? "/s" : "";
+    const char* cmp = measured >= threshold ? ">=" : "<";
+    if (measure == Measure::kValue) {
+      out = absl::StrFormat("%s value %g %s %g", counter, measured, cmp, threshold);
+    } else {
+      out = absl::StrFormat("%s %s %g%s %s %g%s over %gs", counter, measure_name(measure),
+                            measured, per_s, cmp, threshold, per_s,
+                            absl::ToDoubleSeconds(window));
+    }
   }
-  const char* per = measure == Measure::kRate ? "/s" : "";
-  const char* cmp = measured >= threshold ? ">=" : "<";
-  if (measure == Measure::kValue) {
-    return absl::StrFormat("%s value %g %s %g", counter, measured, cmp, threshold);
-  }
-  return absl::StrFormat("%s %s %g%s %s %g%s over %gs", counter, measure_name(measure),
-                         measured, per, cmp, threshold, per, absl::ToDoubleSeconds(window));
+  if (!note.empty()) absl::StrAppend(&out, "; ", note);
+  return out;
 }
 
 std::pair<double, double> ScopeJudge::growth(const History& h, absl::Time start) {

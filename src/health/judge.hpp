@@ -25,7 +25,8 @@ struct Reason {
   std::string per;        ///< kRatio: the counter `measured` is a share of
   double threshold = 0;  ///< the threshold crossed (or, on recovery, the one now under)
   absl::Duration window;
-  /// Why, where no counter decided: what the communicator did (src/isolation.hpp).
+  /// What the communicator did (src/isolation.hpp): the whole reason where no counter
+  /// decided, else added after the counter's.
   std::string note;
 
   std::string text() const;  ///< "tcp_retransmits rate 312.5/s >= 20/s over 5s"

@@ -173,6 +173,16 @@ TEST(Isolation, AFailingNvlinkIsolatesTheLinkToItsRankAndAGpuAllOfItsHosts) {
   EXPECT_EQ(g.reported.at(0).scope.device, "shm");
 }
 
+TEST(Isolation, WhatTheRouteCouldNotDoShowsInTheReason) {
+  Fixture f;
+  f.iso.judged(judged(2, State::kHealthy, State::kFailing));
+  f.iso.adopted(*f.iso.proposal(f.t0), f.t0, "no ring avoids it: it still carries traffic");
+  ASSERT_EQ(f.reported.size(), 1u);
+  EXPECT_EQ(f.reported[0].reason.counter, "tcp_retransmits");
+  EXPECT_NE(f.reported[0].reason.text().find("; no ring avoids it"), std::string::npos)
+      << f.reported[0].reason.text();
+}
+
 TEST(Isolation, OnlyTheJudgesWordsAboutLinksCount) {
   Fixture f;
   Change rail = judged(2, State::kHealthy, State::kFailing);
