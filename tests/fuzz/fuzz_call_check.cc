@@ -1,5 +1,5 @@
 // Fuzzes CallAgreement::decode (collectives/call_check.hpp): every collective call reads a
-// partner's agreement state off the wire. Input: 3 bytes picking nranks (1..1<<20), then
+// partner's agreement state, and any route change it proposes, off the wire. Input: 3 bytes picking nranks (1..1<<20), then
 // one or two messages. Any length must decode or fail cleanly; a state that decodes must
 // re-encode to exactly its bytes and decode again, and verdict() must format it. Two
 // decoded states are merged: the merge must be idempotent and, when both states agree on
@@ -66,8 +66,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= CallAgreement::kHeadBytes) {
     const Wire head(reinterpret_cast<const std::byte*>(data),
                     reinterpret_cast<const std::byte*>(data) + CallAgreement::kHeadBytes);
+    // The head, plus a differing rank, plus a route change, as its flags say.
     const size_t n = CallAgreement::wire_bytes(head.data());
-    if (n != CallAgreement::kHeadBytes && n != CallAgreement::kWireBytes) __builtin_trap();
+    const size_t differing = CallAgreement::kDifferingBytes, route = CallAgreement::kRouteBytes;
+    if (n != CallAgreement::kHeadBytes && n != CallAgreement::kHeadBytes + differing &&
+        n != CallAgreement::kHeadBytes + route && n != CallAgreement::kWireBytes) {
+      __builtin_trap();
+    }
   }
   (void)decode(data, size, nranks);  // the whole rest as one message: any length
 
