@@ -389,7 +389,9 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   CallAgreement known;
   known.reference_rank = static_cast<uint32_t>(rank_);
   known.reference = CallSignature::of(calls_++, args, index);
-  if (isolation_ != nullptr) known.route = isolation_->proposal(monotonic_now());
+  if (isolation_ != nullptr && isolation_->pending()) {
+    known.route = isolation_->proposal(monotonic_now());
+  }
   const bool moves_data = args.count > 0 || args.kind == CollectiveKind::kBarrier;
   const bool in_band = chosen.carries_agreement && moves_data;
   absl::Status s;

@@ -55,8 +55,10 @@ class Isolation {
   /// and a port's under a rail (kIbPort, rail >= 0) count.
   void judged(const health::Change& change);
 
-  /// The collective's thread, at every call: the change this rank proposes now, if any. Costs
-  /// one atomic load while nothing is pending or due.
+  /// Whether a proposal may be due, ever: one atomic load, so that a call reads no clock
+  /// while nothing is judged FAILING, isolated or on probation.
+  bool pending() const { return due_ns_.load(std::memory_order_acquire) != INT64_MAX; }
+  /// The collective's thread, at a call: the change this rank proposes at `now`, if any.
   std::optional<RouteChange> proposal(absl::Time now);
 
   /// The collective's thread: every rank adopted `change` in a call. `note`, if any, says
