@@ -1,19 +1,21 @@
 #include "src/route.hpp"
 
-#include "collectives/algorithm.hpp"
+#include <numeric>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "collectives/algorithm.hpp"
 #include "collectives/call_check.hpp"
 
 namespace weft {
 
 Route::Route(const std::vector<PeerInfo>& peers, LinkSet isolated)
     : hosts_(ranks_by_host(peers)), isolated_(std::move(isolated)) {
+  // Rank order stands in where no ring avoids what starts isolated.
   std::vector<int> by_rank(peers.size());
-  for (size_t r = 0; r < by_rank.size(); ++r) by_rank[r] = static_cast<int>(r);
+  std::iota(by_rank.begin(), by_rank.end(), 0);
   schedule_ = Schedule(/*epoch=*/0, std::move(by_rank));
-  reroute();
-  schedule_ = Schedule(/*epoch=*/0, schedule_.ring());
+  reroute(/*epoch=*/0);
 }
 
 std::string Route::adopt(const RouteChange& change) {
@@ -32,7 +34,7 @@ std::string Route::adopt(const RouteChange& change) {
   const bool changed = change.isolates() ? isolated_.add(a, b) : isolated_.remove(a, b);
   if (!changed) return "";
   const std::vector<int> before = schedule_.ring();
-  reroute();
+  reroute(schedule_.epoch() + 1);
   std::string line = absl::StrCat("route epoch ", epoch(), ": ", change.describe(), "; ",
                                   isolated_.size(), " link(s) isolated; ring ",
                                   absl::StrJoin(schedule_.ring(), " "));
@@ -54,13 +56,13 @@ std::string Route::adopt(const RouteChange& change) {
   return line;
 }
 
-void Route::reroute() {
+void Route::reroute(uint64_t epoch) {
   RingSearch found = ring_avoiding(hosts_, isolated_);
   usable_.ring = found.ring.has_value();
   pieces_ = found.ring ? found.pieces : hosts_.size();
   // Without a ring that avoids every isolated link, the ring keeps hosts together as before.
   std::vector<int> ring = found.ring ? *std::move(found.ring) : schedule_.ring();
-  schedule_ = Schedule(schedule_.epoch() + 1, std::move(ring));
+  schedule_ = Schedule(epoch, std::move(ring));
   const int n = static_cast<int>(schedule_.ring().size());
   usable_.rounds = true;
   isolated_.for_each([&](int a, int b) {

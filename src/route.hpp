@@ -39,7 +39,8 @@ class Route {
   std::string adopt(const RouteChange& change);
 
  private:
-  void reroute();
+  /// The ring around isolated_ and the usable patterns, as epoch `epoch`.
+  void reroute(uint64_t epoch);
 
   std::vector<std::vector<int>> hosts_;  // ranks_by_host, once
   LinkSet isolated_;
