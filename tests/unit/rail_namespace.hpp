@@ -71,6 +71,12 @@ class RailNamespace {
   /// Empty once the interfaces are there; otherwise why they are not (for GTEST_SKIP).
   const std::string& why_not() const { return why_not_; }
 
+  /// Drops every tcp packet to `ip` (one of the rails' addresses), as a partition of that
+  /// rail would, until the namespace goes; false when iptables cannot.
+  bool drop_tcp_to(const std::string& ip) {
+    return entered_ && run(("iptables -A INPUT -p tcp -d " + ip + " -j DROP").c_str()) == 0;
+  }
+
  private:
   // The child of system() starts in the calling thread's namespace.
   static int run(const char* cmd) {

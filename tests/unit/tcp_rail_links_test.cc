@@ -53,13 +53,14 @@ struct Ranks {
   std::vector<PeerInfo> infos;
 };
 
-Ranks make_ranks(const std::vector<std::string>& ifnames, uint64_t job = random_seed()) {
+Ranks make_ranks(const std::vector<std::string>& ifnames, uint64_t job = random_seed(),
+                 int path_timeout_ms = TransportInit{}.path_timeout_ms) {
   Ranks r;
   const int n = static_cast<int>(ifnames.size());
   for (int i = 0; i < n; ++i) {
     TransportInit init;
     init.rank = i, init.size = n, init.job_id = job, init.secret = kSecret;
-    init.socket_ifname = ifnames[i];
+    init.socket_ifname = ifnames[i], init.path_timeout_ms = path_timeout_ms;
     auto t = make_transport(init);
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return Ranks{};
@@ -323,6 +324,31 @@ TEST(TcpRailLinks, HellosWithBadRailsAreRefused) {
   EXPECT_TRUE(exchange(*a, *b, bytes, 1));
 }
 
+/// Dials `to` by hand as socket hello.rail of a link, with a fresh nonce and the right proof;
+/// the socket, or -1 when the listener did not ack.
+int dial_with_proof(const SockAddr& to, Handshake hello) {
+  const int fd = dial_raw(to);
+  if (fd < 0) return -1;
+  hello.nonce = fresh_nonce();
+  const HelloWire wire = encode_hello(hello);
+  const std::string ack = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL) ==
+                                  static_cast<ssize_t>(wire.size())
+                              ? read_raw(fd, kAckBytes, absl::Seconds(3))
+                              : std::string();
+  if (ack.size() != kAckBytes) {
+    ::close(fd);
+    return -1;
+  }
+  AckWire ack_wire{};
+  std::memcpy(ack_wire.data(), ack.data(), ack.size());
+  const Proof proof = dialer_proof(kSecret, wire, ack_wire);
+  if (::send(fd, proof.data(), proof.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(proof.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // The listener hands a link out only once every rail has arrived, and refuses rails past the
 // count it listens on.
 TEST(TcpRailLinks, ALinkWaitsForAllItsRails) {
@@ -341,17 +367,9 @@ TEST(TcpRailLinks, ALinkWaitsForAllItsRails) {
     EXPECT_EQ(ack_for((*listeners)[0], hello).verdict, kRejected) << rail << " of " << count;
   }
   // Socket 1 of 2, by hand and with the right proof; socket 0 never comes.
-  const int fd = dial_raw((*listeners)[1]);
+  hello.rail = 1, hello.rail_count = 2;
+  const int fd = dial_with_proof((*listeners)[1], hello);
   ASSERT_GE(fd, 0);
-  hello.rail = 1, hello.rail_count = 2, hello.nonce = fresh_nonce();
-  const HelloWire wire = encode_hello(hello);
-  ASSERT_EQ(::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL), ssize_t(wire.size()));
-  const std::string ack = read_raw(fd, kAckBytes, absl::Seconds(3));
-  ASSERT_EQ(ack.size(), kAckBytes);
-  AckWire ack_wire{};
-  std::memcpy(ack_wire.data(), ack.data(), ack.size());
-  const Proof proof = dialer_proof(kSecret, wire, ack_wire);
-  ASSERT_EQ(::send(fd, proof.data(), proof.size(), MSG_NOSIGNAL), ssize_t(proof.size()));
   const absl::Status link = serving.result();
   ASSERT_EQ(link.code(), absl::StatusCode::kDeadlineExceeded) << link;
   EXPECT_NE(link.message().find("1 of the link's 2 sockets arrived"), absl::string_view::npos)
@@ -363,6 +381,47 @@ TEST(TcpRailLinks, ALinkWaitsForAllItsRails) {
   EXPECT_EQ(rails_of(b), 2u);
   const size_t bytes[2] = {3 * kStripeBytes, 3 * kStripeBytes};
   EXPECT_TRUE(exchange(*a, *b, bytes, 2));
+}
+
+// A rail that drops every packet when the link is made (a partition): one path past the
+// first whole one, both ends start without it and say why, and the link carries a stream
+// over the rail left. A socket of that path arriving later is closed, so that a dialer that
+// counted it sees it fail.
+TEST(TcpRailLinks, ALinkStartsWithoutARailThatCannotConnect) {
+  WEFT_REQUIRE_RAILS(ns);
+  if (!ns.drop_tcp_to("198.18.1.1")) GTEST_SKIP() << "iptables cannot drop packets here";
+  const uint64_t job = random_seed();
+  const int path_timeout_ms = 500;
+  Ranks r = make_ranks({"weftr0,weftr1", "weftr0,weftr1"}, job, path_timeout_ms);
+  ASSERT_EQ(r.transports.size(), 2u);
+  const weft::testing::Stopwatch start;
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, a, b, absl::Seconds(10)));
+  EXPECT_GE(start.elapsed(), absl::Milliseconds(path_timeout_ms));
+  for (const auto* p : {&a, &b}) {
+    ASSERT_EQ(rails_of(*p), 2u);
+    const auto paths = (*p)->paths();
+    EXPECT_TRUE(paths[0].alive);
+    EXPECT_FALSE(paths[1].alive);
+    EXPECT_NE(paths[1].failure.find("did not connect within 500 ms"), std::string::npos)
+        << paths[1].failure;
+  }
+  const size_t bytes[2] = {3 * kStripeBytes + 7, 2 * kStripeBytes};
+  EXPECT_TRUE(exchange(*a, *b, bytes, random_seed()));
+  // Socket 1 (rail 1's data) of the same link, late, by hand over rail 0.
+  auto listeners = parse_address_list(r.transports[1]->address());
+  ASSERT_TRUE(listeners.ok() && listeners->size() == 2u) << r.transports[1]->address();
+  Serving serving(r, 1, 0, absl::Seconds(2));  // listeners answer while a connect runs
+  Handshake hello;
+  hello.job_id = job, hello.from_rank = 0, hello.to_rank = 1, hello.size = 2;
+  hello.rail = 1, hello.rail_count = 4;
+  const int fd = dial_with_proof((*listeners)[0], hello);
+  ASSERT_GE(fd, 0);
+  char byte;
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 3000), 1) << "the late socket was not closed";
+  EXPECT_EQ(::recv(fd, &byte, 1, 0), 0);
+  ::close(fd);
 }
 
 // Handshakes of other versions have other lengths; the listener answers one as soon as its

@@ -176,6 +176,10 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
   std::vector<short> revents(dials.size(), 0);
   std::vector<pollfd> fds;
   std::vector<size_t> polled;  // which dial each trailing pollfd belongs to
+  // A link starts without the paths still incomplete path_timeout_ms after its first whole
+  // one (pair.hpp); the listener applies the same rule.
+  absl::Time first_whole_path = absl::InfiniteFuture();
+  auto done = [&](size_t i) { return dials[i]->phase == Dial::kDone; };
   while (true) {
     fds.clear();
     polled.clear();
@@ -192,8 +196,17 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
           if (!dials[i]->fatal.ok()) return dials[i]->fatal;
           all_done &= dials[i]->phase == Dial::kDone;
         }
-        if (all_done) {
-          for (auto& d : dials) link.push_back(std::exchange(d->fd, -1));
+        const uint32_t whole = whole_paths(dials.size(), done);
+        if (whole != 0 && first_whole_path == absl::InfiniteFuture()) {
+          first_whole_path = monotonic_now();
+        }
+        const size_t paths = dials.size() / 2;
+        if (all_done || monotonic_now() - first_whole_path >=
+                            absl::Milliseconds(init_.path_timeout_ms)) {
+          for (size_t i = 0; i < dials.size(); ++i) {
+            const bool keep = all_done || ((whole >> (i % paths)) & 1U) != 0;
+            link.push_back(keep ? std::exchange(dials[i]->fd, -1) : -1);  // Dial closes the rest
+          }
         }
       }
       if (!link.empty()) return std::make_unique<TcpPair>(link, rank, peer.rank, peer_addr, init_);

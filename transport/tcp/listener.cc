@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "transport/tcp/liveness.hpp"
+#include "transport/tcp/pair.hpp"
 
 namespace weft::transport::tcp {
 namespace {
@@ -249,6 +250,16 @@ void Listener::check_proof(Pending& p) {
     close_fd(p.fd);
     return;
   }
+  if (auto late = missing_.find(from);
+      late != missing_.end() && p.hello.rail < 64 && ((late->second >> p.hello.rail) & 1U) != 0) {
+    // The link started without this path (pair.hpp); closing it tells the dialer, which
+    // may have counted it, that the path failed.
+    late->second &= ~(uint64_t{1} << p.hello.rail);
+    log_warning(absl::StrCat("tcp: socket ", p.hello.rail, " of rank ", from, "'s link to rank ",
+                             init_.rank, " arrived after the link started without it; closed"));
+    close_fd(p.fd);
+    return;
+  }
   Stashed& link = stash_[from];
   if (link.rail_count != p.hello.rail_count) {
     // A dialer plans its link from the bootstrap's addresses, the same every time: sockets
@@ -261,6 +272,7 @@ void Listener::check_proof(Pending& p) {
     for (int& fd : link.fds) close_fd(std::exchange(fd, -1));
     link.fds.fill(-1);
     link.rail_count = p.hello.rail_count, link.arrived = 0;
+    link.first_whole_path = absl::InfiniteFuture();
   }
   int& slot = link.fds[p.hello.rail];
   if (slot >= 0) {
@@ -269,12 +281,20 @@ void Listener::check_proof(Pending& p) {
     ++link.arrived;
   }
   slot = p.fd;
+  if (link.first_whole_path == absl::InfiniteFuture() &&
+      whole_paths(link.rail_count, [&](size_t i) { return link.fds[i] >= 0; }) != 0) {
+    link.first_whole_path = monotonic_now();
+  }
 }
 
 std::vector<int> Listener::take(int rank) {
   auto it = stash_.find(rank);
-  if (it == stash_.end() || it->second.arrived < it->second.rail_count) return {};
+  if (it == stash_.end()) return {};
   Stashed& link = it->second;
+  const bool partial = link.arrived < link.rail_count;
+  if (partial && monotonic_now() - link.first_whole_path < absl::Milliseconds(init_.path_timeout_ms)) {
+    return {};
+  }
   // A dialer closes its sockets only when it gives up on the whole link, and then dials
   // every socket again: a link whose every socket hung up is such a leftover. One that lost
   // only some sockets lost paths (the dialer already sent, and a path failed): the link
@@ -287,9 +307,22 @@ std::vector<int> Listener::take(int rank) {
                              " took them; waiting for new ones"));
     for (uint32_t r = 0; r < link.rail_count; ++r) close_fd(std::exchange(link.fds[r], -1));
     link.arrived = 0;
+    link.first_whole_path = absl::InfiniteFuture();
     return {};
   }
   std::vector<int> fds(link.fds.begin(), link.fds.begin() + link.rail_count);
+  missing_.erase(rank);
+  if (partial) {
+    // Half a path is no path: its socket is closed, so the dialer sees the path fail.
+    const uint32_t whole = whole_paths(fds.size(), [&](size_t i) { return fds[i] >= 0; });
+    const size_t paths = fds.size() / 2;
+    uint64_t& missing = missing_[rank];
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (((whole >> (i % paths)) & 1U) != 0) continue;
+      close_fd(std::exchange(fds[i], -1));
+      missing |= uint64_t{1} << i;
+    }
+  }
   stash_.erase(it);
   return fds;
 }

@@ -40,8 +40,10 @@ class Listener {
 
   /// Accepts new connections and moves pending handshakes on, without blocking.
   void serve();
-  /// The sockets of the link from `rank`, in rail order, once every rail has arrived (and the
-  /// caller owns them); else empty. Drops a socket whose dialer closed it since.
+  /// The sockets of the link from `rank`, in rail order (and the caller owns them), once
+  /// every rail has arrived, or once path_timeout_ms passed since one path of it arrived
+  /// whole (pair.hpp: -1 for both sockets of each path still incomplete); else empty. Drops
+  /// a socket whose dialer closed it since.
   std::vector<int> take(int rank);
   /// Appends what a wait polls for: the listening sockets (unless accepting is paused) and
   /// the pending handshakes.
@@ -71,6 +73,7 @@ class Listener {
     uint32_t rail_count = 0;
     std::array<int, 2 * kMaxRails> fds;  ///< by socket (pair.hpp); -1 until it arrives
     size_t arrived = 0;
+    absl::Time first_whole_path = absl::InfiniteFuture();  ///< when one path had both sockets
   };
 
   void accept_new(int listen_fd);
@@ -89,6 +92,9 @@ class Listener {
   const std::string address_;
   std::vector<Pending> pending_;
   absl::flat_hash_map<int, Stashed> stash_;  ///< dialing rank -> its link's sockets so far
+  /// Dialing rank -> the sockets (bit per socket) of its last link that was handed out
+  /// without them: one that arrives later is closed.
+  absl::flat_hash_map<int, uint64_t> missing_;
   RefusalLog refusals_;
   absl::Time accept_paused_until_ = absl::InfinitePast();
 };

@@ -83,6 +83,15 @@ static void set_path_timeout(int fd, int timeout_ms) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
+uint32_t whole_paths(size_t sockets, absl::FunctionRef<bool(size_t)> has) {
+  const size_t paths = std::min<size_t>(sockets / 2, kMaxRails);
+  uint32_t whole = 0;
+  for (size_t k = 0; k < paths; ++k) {
+    if (has(k) && has(paths + k)) whole |= 1U << k;
+  }
+  return whole;
+}
+
 TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
                  std::string peer_address, const TransportInit& init)
     : rails_(std::clamp<size_t>(fds.size() / 2, 1, kMaxRails)),
@@ -91,12 +100,14 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
       events_(self_rank, peer_rank, std::move(peer_address)) {
   for (size_t i = 0; i < fds.size() && i < 2 * kMaxRails; ++i) {
     const int fd = fds[i];
-    const int flags = fcntl(fd, F_GETFL, 0);
-    if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    // Collectives send small latency-bound messages; Nagle would hold them back.
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    set_path_timeout(fd, init.path_timeout_ms);
+    if (fd >= 0) {
+      const int flags = fcntl(fd, F_GETFL, 0);
+      if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+      // Collectives send small latency-bound messages; Nagle would hold them back.
+      const int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      set_path_timeout(fd, init.path_timeout_ms);
+    }
     paths_.push_back(std::make_unique<Path>(fd, absl::StrCat("path ", i % rails_)));
   }
   std::vector<Path*> data, control;
@@ -104,6 +115,14 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
     paths_[r]->pair_with(paths_[rails_ + r].get());
     data.push_back(paths_[r].get());
     control.push_back(paths_[rails_ + r].get());
+  }
+  // Both halves then find the path dead at their first call and carry on without it, as
+  // after any loss: nothing was sent on it, so nothing is sent again.
+  for (size_t r = 0; r < rails_; ++r) {
+    if (paths_[r]->fd() >= 0 && paths_[rails_ + r]->fd() >= 0) continue;
+    paths_[r]->kill(absl::StrCat("it did not connect within ", init.path_timeout_ms,
+                                 " ms (WEFT_PATH_TIMEOUT_MS) of the link's first path"));
+    events_.path_lost("connecting", *paths_[r], 0);
   }
   out_ = std::make_unique<Outbound>(data, control, init.checksum, init.faults, &events_);
   in_ = std::make_unique<Inbound>(data, control, init.faults, &events_);
@@ -116,8 +135,10 @@ void TcpPair::name_paths() const {
   for (size_t r = 0; r < rails_; ++r) {
     SockAddr local;
     socklen_t len = sizeof local.storage;
-    if (getsockname(paths_[r]->fd(), reinterpret_cast<sockaddr*>(&local.storage),
-                    &len) == 0) {
+    if (paths_[r]->fd() < 0) {
+      path_ifnames_[r] = absl::StrCat("path ", r);  // it never connected, so left from nowhere
+    } else if (getsockname(paths_[r]->fd(), reinterpret_cast<sockaddr*>(&local.storage),
+                           &len) == 0) {
       local.len = len;
       if (auto ifname = interface_holding(local); ifname.ok()) path_ifnames_[r] = *ifname;
     }

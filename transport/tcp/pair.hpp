@@ -17,6 +17,13 @@
 // keepalive probing idle paths). The sender then resumes from the last acknowledged byte
 // over the paths left, in a new epoch; the receiver skips what it already has. The link
 // fails only when one direction has no path left, with an error naming every path tried.
+//
+// Starting without a path. A rail may be down when a link is made (a partition, a cable).
+// Once one path of the link has both its sockets, the others get path_timeout_ms more; a
+// path still incomplete then is lost from the start on both ends (its sockets are -1 here).
+// Each end decides alone, and may count a path the other does not (the last proof crossed
+// the deadline): the listener closes a socket that arrives for a link it already handed
+// out, so the dialer sees that path fail and resumes without it, as for any path.
 #pragma once
 
 #include <array>
@@ -27,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "transport/tcp/address.hpp"
@@ -71,14 +79,18 @@ struct RailStats {
   uint64_t bytes_received = 0;
 };
 
+/// Which paths of a link of `sockets` sockets (numbered as above) have both sockets, given
+/// which sockets are there: bit k for path k.
+uint32_t whole_paths(size_t sockets, absl::FunctionRef<bool(size_t)> has);
+
 class Outbound;
 class Inbound;
 
 class TcpPair : public Pair {
  public:
   /// Takes ownership of `fds`: 2K connected sockets (K = 1 to kMaxRails rails: data sockets,
-  /// then control sockets), numbered as both ends number them; `peer_address` is what the
-  /// messages name.
+  /// then control sockets), numbered as both ends number them, -1 for both sockets of a path
+  /// that did not connect (lost from the start); `peer_address` is what the messages name.
   TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank, std::string peer_address,
           const TransportInit& init);
   ~TcpPair() override;
