@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   init.single_copy_bytes = comm->config_.shm_single_copy_bytes;
   init.checksum = comm->config_.checksum;
   init.path_timeout_ms = comm->config_.path_timeout_ms;
+  init.relay_paths = comm->config_.relay_paths;
   init.sockets_per_rail = comm->config_.sockets_per_rail;
   if (const auto& kill = comm->config_.inject_path_kill; kill && kill->rank == rank) {
     init.faults.kill_peer = kill->peer;
@@ -138,6 +139,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   auto topology = Topology::build(rank, *peers, by_preference, comm->config_.transport);
   if (!topology.ok()) return topology.status();
   comm->topology_ = *std::move(topology);
+  for (auto& t : comm->transports_) t->learn_peers(*peers);
   comm->route_ = Route(comm->topology_.peers());
   comm->shm_only_ = comm->topology_.every_link_over("shm");
   // Cores of the machine, not of this process: mpirun binds each rank to its own core, and

@@ -243,6 +243,9 @@ struct TransportInit {
   /// tcp: a path whose sent bytes go unacknowledged this long is dead (TCP_USER_TIMEOUT;
   /// keepalive probes an idle one as often), and the link moves on (WEFT_PATH_TIMEOUT_MS).
   int path_timeout_ms = 5000;
+  /// tcp: a link whose every path timed out gets a path through a third rank (relay.hpp;
+  /// WEFT_RELAY_PATHS).
+  bool relay_paths = true;
   LinkFaults faults;
 };
 
@@ -266,6 +269,10 @@ class Transport {
   /// returns); a peer that never comes then shows as a deadline on the first data wait.
   virtual absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
                                                         Deadline deadline) = 0;
+
+  /// Every rank's PeerInfo, once the bootstrap has them and before the first connect():
+  /// tcp picks relays from them (tcp/relay.hpp).
+  virtual void learn_peers(const std::vector<PeerInfo>& peers) {}
 };
 
 /// Creates the named transport ("shm" or "tcp") for one communicator.

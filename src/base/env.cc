@@ -21,7 +21,7 @@ const std::vector<const EnvVar*>& all_env_vars() {
       &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
       &env::kRelayBytes, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
       &env::kHealthRecover, &env::kHealthThresholds, &env::kHealthPolicy,
-      &env::kHealthStallFraction, &env::kHealthLog, &env::kIsolate, &env::kIsolateQuiet, &env::kHealthEndpoint, &env::kNvmlLibrary,
+      &env::kHealthStallFraction, &env::kHealthLog, &env::kIsolate, &env::kRelayPaths, &env::kIsolateQuiet, &env::kHealthEndpoint, &env::kNvmlLibrary,
       &env::kIbSysfsRoot, &env::kChecksum, &env::kSocketsPerRail, &env::kPathTimeoutMs, &env::kInjectPathKill,
       &env::kInjectCorrupt, &env::kInjectFile};
   return vars;
@@ -177,6 +177,9 @@ absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
   auto isolate = parse_on_off(env::kIsolate, lookup);
   if (!isolate.ok()) return isolate.status();
   c.isolate = *isolate;
+  auto relay_paths = parse_on_off(env::kRelayPaths, lookup);
+  if (!relay_paths.ok()) return relay_paths.status();
+  c.relay_paths = *relay_paths;
   auto quiet = parse_number(env::kIsolateQuiet, lookup, 0, 86400, "a number of seconds");
   if (!quiet.ok()) return quiet.status();
   c.isolate_quiet = absl::Seconds(*quiet);

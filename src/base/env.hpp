@@ -114,6 +114,11 @@ inline constexpr EnvVar kIsolate{
     "WEFT_ISOLATE", "on",
     "on: a link that health judges FAILING is taken out of use on every rank at the next "
     "collective and the ring reroutes around it (docs/HEALTH.md); off: it only shows as FAILING"};
+inline constexpr EnvVar kRelayPaths{
+    "WEFT_RELAY_PATHS", "on",
+    "on: a tcp link whose every path times out (a partition) waits up to 4 x "
+    "WEFT_PATH_TIMEOUT_MS for a path through a third rank and carries on over it "
+    "(docs/LINKS.md); off: it fails the call"};
 inline constexpr EnvVar kIsolateQuiet{
     "WEFT_ISOLATE_QUIET", "30",
     "seconds an isolated link stays out of use before it returns on probation (for "
@@ -202,6 +207,7 @@ struct Config {
   absl::Duration health_window;
   absl::Duration health_recover;
   bool isolate = true;
+  bool relay_paths = true;
   absl::Duration isolate_quiet;
   double health_stall_fraction = 0;
   std::string health_thresholds;

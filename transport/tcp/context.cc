@@ -77,7 +77,8 @@ TcpTransport::TcpTransport(const TransportInit& init, std::vector<Rail> rails,
     : init_(init),
       rails_(std::move(rails)),
       address_(std::move(address)),
-      listener_(init, std::move(listen_fds), address_),
+      relays_(init),
+      listener_(init, std::move(listen_fds), address_, &relays_),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   // Without an eventfd (out of descriptors) the listener is served inside connect() only,
   // as it always was.
@@ -110,6 +111,7 @@ void TcpTransport::serve_until_stopped() {
       listener_.tick();
       listener_.add_poll_fds(fds);
     }
+    relays_.tick();
     // The tick bounds how late a stranger's handshake timeout is seen; nothing else waits
     // on it, so it may be long.
     if (::poll(fds.data(), fds.size(), kAcceptorTickMs) > 0 && fds[0].revents != 0) return;
@@ -209,7 +211,10 @@ absl::StatusOr<std::unique_ptr<Pair>> TcpTransport::connect(const PeerInfo& peer
           }
         }
       }
-      if (!link.empty()) return std::make_unique<TcpPair>(link, rank, peer.rank, peer_addr, init_);
+      if (!link.empty()) {
+        return std::make_unique<TcpPair>(link, rank, peer.rank, peer_addr, init_,
+                                         relays_.intake_for(peer.rank));
+      }
       if (deadline.expired()) return timeout_error(peer.rank, peer_addr, dials);
       listener_.add_poll_fds(fds);
     }

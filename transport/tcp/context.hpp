@@ -32,6 +32,7 @@
 #include "src/base/mutex.hpp"
 #include "transport/tcp/listener.hpp"
 #include "transport/tcp/rails.hpp"
+#include "transport/tcp/relay.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::tcp {
@@ -54,6 +55,7 @@ class TcpTransport : public Transport {
   /// Thread-safe: concurrent calls share the listener.
   absl::StatusOr<std::unique_ptr<Pair>> connect(const PeerInfo& peer,
                                                 Deadline deadline) override;
+  void learn_peers(const std::vector<PeerInfo>& peers) override { relays_.learn_peers(peers); }
 
  private:
   TcpTransport(const TransportInit& init, std::vector<Rail> rails, std::vector<int> listen_fds,
@@ -73,6 +75,7 @@ class TcpTransport : public Transport {
   const std::vector<Rail> rails_;
   const std::string address_;
 
+  Relays relays_;  // before the listener, which hands it relay sockets, and after it goes
   Mutex mu_;
   Listener listener_ ABSL_GUARDED_BY(mu_);
   int wake_fd_ = -1;  // eventfd: the destructor stops the acceptor through it

@@ -34,8 +34,13 @@ inline constexpr size_t kProofBytes = sizeof(Proof);
 inline constexpr size_t kLongestMessage = kAckBytes;
 
 /// kQuery and kAlive are a liveness query and its answer (liveness.hpp): a hello and an ack
-/// like the others, after which the listener closes the connection.
-enum Verdict : uint32_t { kHello = 0, kAccepted = 1, kRejected = 2, kQuery = 3, kAlive = 4 };
+/// like the others, after which the listener closes the connection. kRelay and kAddPath
+/// build a path through a third rank (relay.hpp): a kRelay hello asks the listener to connect
+/// the socket through to rank `rail`, and a kAddPath hello, sent through it, offers the socket
+/// to the live link between the two ends as socket `rail` (0 data, 1 control) of a new path.
+enum Verdict : uint32_t {
+  kHello = 0, kAccepted = 1, kRejected = 2, kQuery = 3, kAlive = 4, kRelay = 5, kAddPath = 6
+};
 
 struct Handshake {
   uint32_t magic = kHandshakeMagic;

@@ -141,7 +141,9 @@ std::optional<size_t> Inbound::find_next() {
     }
     any_alive |= paths_[i]->alive();
   }
-  if (!any_alive && failed_.ok()) failed_ = events_->no_path_left("receiving", paths_);
+  if (!any_alive && failed_.ok() && !may_strand_) {
+    failed_ = events_->no_path_left("receiving", paths_);
+  }
   return std::nullopt;
 }
 
@@ -377,10 +379,22 @@ void Inbound::lost(size_t i, std::string cause) {
   if (checked_path_ == i) checked_path_.reset();
   const bool any = std::any_of(paths_.begin(), paths_.end(), [](Path* p) { return p->alive(); });
   if (!any) {
-    if (failed_.ok()) failed_ = events_->no_path_left("receiving", paths_);
+    if (failed_.ok() && !may_strand_) failed_ = events_->no_path_left("receiving", paths_);
     return;
   }
   ask_resend();
+}
+
+bool Inbound::stranded() const {
+  return failed_.ok() &&
+         std::none_of(paths_.begin(), paths_.end(), [](Path* p) { return p->alive(); });
+}
+
+void Inbound::add_path(Path* data, Path* control) {
+  paths_.push_back(data);
+  control_.push_back(control);
+  heads_.emplace_back();
+  ask_resend();  // goes out on the new path's control socket at the next flush
 }
 
 }  // namespace weft::transport::tcp

@@ -37,6 +37,13 @@ class Inbound {
   void lost(size_t path, std::string cause);
 
   const absl::Status& failed() const { return failed_; }
+  /// As Outbound's: losing the last path strands the half rather than failing it.
+  void allow_stranding() { may_strand_ = true; }
+  bool stranded() const;
+  /// A path added to the live link: read from it too, and ask the sender to resume there
+  /// from the next byte this half needs.
+  void add_path(Path* data, Path* control);
+  void fail(absl::Status status) { failed_ = std::move(status); }
   /// Whether an acknowledgement or a resend request is still to be sent.
   bool owes() const { return next_ != acked_ || resend_owed_; }
   /// The sender may stripe over other rails from its next frame on (Outbound::set_in_use):
@@ -92,6 +99,7 @@ class Inbound {
   std::minstd_rand corrupt_rng_;
   uint64_t corrupt_in_ = UINT64_MAX;  ///< bytes until the next flipped bit
   std::atomic<double> injected_rate_{-1};  ///< -1: none injected since the start
+  bool may_strand_ = false;
   absl::Status failed_;
 };
 

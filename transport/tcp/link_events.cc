@@ -68,4 +68,15 @@ absl::Status LinkEvents::no_path_left(const char* side, const std::vector<Path*>
       " has probably exited or crashed (check its log), or every network between them failed"));
 }
 
+void LinkEvents::stranded(int wait_ms) {
+  print_line(absl::StrCat("link rank ", self_, " -> rank ", peer_,
+                          ": every path timed out; waiting up to ", wait_ms,
+                          " ms for a path through another rank (WEFT_RELAY_PATHS)"));
+}
+
+void LinkEvents::path_added(const Path& path, const std::string& via) {
+  print_line(absl::StrCat("link rank ", self_, " -> rank ", peer_, ": ", path.name(),
+                          " added through ", via));
+}
+
 }  // namespace weft::transport::tcp

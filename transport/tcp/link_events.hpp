@@ -29,6 +29,10 @@ class LinkEvents {
   void checksum_mismatch(const Path& path, uint64_t offset, uint32_t length);
   /// The error once no path is left in one direction: names the link and every path tried.
   absl::Status no_path_left(const char* side, const std::vector<Path*>& paths) const;
+  /// Every path timed out: the link waits up to `wait_ms` for one through another rank.
+  void stranded(int wait_ms);
+  /// A path through another rank (`via`) joined the link as `path`.
+  void path_added(const Path& path, const std::string& via);
 
   LinkCounter path_failures;
   LinkCounter resumptions;

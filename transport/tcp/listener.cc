@@ -43,10 +43,12 @@ bool peer_hung_up(int fd) {
 
 }  // namespace
 
-Listener::Listener(const TransportInit& init, std::vector<int> listen_fds, std::string address)
+Listener::Listener(const TransportInit& init, std::vector<int> listen_fds, std::string address,
+                   Relays* relays)
     : init_(init),
       listen_fds_(std::move(listen_fds)),
       address_(std::move(address)),
+      relays_(relays),
       refusals_(absl::StrCat("tcp: rank ", init.rank, " (", address_, ")")) {}
 
 Listener::~Listener() {
@@ -166,7 +168,9 @@ bool Listener::answer_hello(Pending& p) {
     answer_liveness_query(p, h);
     return false;
   }
-  if (h.magic != kHandshakeMagic || (h.verdict != kHello && h.version == kHandshakeVersion)) {
+  const bool relayed = h.verdict == kRelay || h.verdict == kAddPath;
+  if (h.magic != kHandshakeMagic ||
+      (h.verdict != kHello && !relayed && h.version == kHandshakeVersion)) {
     refusals_.refused("not a weft hello",
                       absl::StrCat("closed a connection from ", p.from,
                                    " that sent bytes that are not a weft tcp hello (a port scanner?)"));
@@ -184,8 +188,20 @@ bool Listener::answer_hello(Pending& p) {
     why = absl::StrCat("it is meant for rank ", h.to_rank, ", this listener is rank ", rank);
   } else if (h.size != static_cast<uint32_t>(init_.size)) {
     why = absl::StrCat("its communicator has size ", h.size, ", this rank's ", init_.size);
+  } else if (relayed && relays_ == nullptr) {
+    why = "it asks for a relay path, which this rank does not make (WEFT_RELAY_PATHS=off)";
+  } else if (h.verdict == kRelay) {
+    // Any rank may ask any other to relay; `rail` names the far end.
+    if (h.from_rank >= h.size || h.from_rank == rank || h.rail >= h.size || h.rail == rank ||
+        h.rail == h.from_rank) {
+      why = absl::StrCat("it asks rank ", rank, " to relay rank ", h.from_rank, " to rank ",
+                         h.rail, ", which are not two other ranks of the communicator");
+    }
   } else if (h.from_rank >= rank) {
     why = absl::StrCat("rank ", h.from_rank, " should not dial rank ", rank, " (the lower dials)");
+  } else if (h.verdict == kAddPath && (h.rail_count != 2 || h.rail > 1)) {
+    why = absl::StrCat("it offers socket ", h.rail, " of ", h.rail_count,
+                       " of a new path, which has two");
   } else if (h.rail_count == 0 || h.rail_count % 2 != 0 || h.rail_count > 2 * kMaxRails) {
     // The dialer opens an outbound and an inbound socket per path, at most kMaxRails paths.
     why = absl::StrCat("it opens a link of ", h.rail_count,
@@ -242,6 +258,13 @@ void Listener::check_proof(Pending& p) {
   Proof proof{};
   std::copy(p.buf.begin(), p.buf.begin() + kProofBytes, proof.begin());
   const int from = static_cast<int>(p.hello.from_rank);
+  if (same_proof(proof, p.expected) && p.hello.verdict == kRelay) {
+    return relays_->relay(p.fd, from, static_cast<int>(p.hello.rail));
+  }
+  if (same_proof(proof, p.expected) && p.hello.verdict == kAddPath) {
+    return relays_->deliver(from, static_cast<int>(p.hello.rail), p.fd,
+                            absl::StrCat("a relay at ", p.from));
+  }
   if (!same_proof(proof, p.expected)) {
     refusals_.refused("a wrong proof of the secret",
                       absl::StrCat("refused a tcp connection from ", p.from, " claiming rank ",

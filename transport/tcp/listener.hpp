@@ -25,6 +25,7 @@
 #include "src/base/refusal_log.hpp"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/handshake.hpp"
+#include "transport/tcp/relay.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::tcp {
@@ -32,8 +33,9 @@ namespace weft::transport::tcp {
 class Listener {
  public:
   /// Takes ownership of `listen_fds`, one listening socket per rail; `address` is what the
-  /// transport publishes, for messages.
-  Listener(const TransportInit& init, std::vector<int> listen_fds, std::string address);
+  /// transport publishes, for messages. Relay hellos go to `relays` (relay.hpp; null: refused).
+  Listener(const TransportInit& init, std::vector<int> listen_fds, std::string address,
+           Relays* relays = nullptr);
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
@@ -90,6 +92,7 @@ class Listener {
   const TransportInit init_;
   const std::vector<int> listen_fds_;
   const std::string address_;
+  Relays* const relays_;
   std::vector<Pending> pending_;
   absl::flat_hash_map<int, Stashed> stash_;  ///< dialing rank -> its link's sockets so far
   /// Dialing rank -> the sockets (bit per socket) of its last link that was handed out

@@ -137,7 +137,8 @@ absl::Status Outbound::tend() {
 
 void Outbound::push(int flags) {
   const uint64_t stop = wire_ + kPushPerCallBytes;
-  while (failed_.ok()) {
+  // Stranded (no path, may_strand_): the bytes wait in the ring for one.
+  while (failed_.ok() && !live_.empty()) {
     if (!cur_.active) {
       if (wire_ >= std::min(staged_, stop)) return;
       start_frame();
@@ -308,7 +309,8 @@ void Outbound::restart(uint64_t from, const std::string& why) {
     if (usable(i)) live_.push_back(i);
   }
   if (live_.empty()) {
-    failed_ = events_->no_path_left("sending", why_rails_failed());
+    cur_.active = false;  // its socket is dead
+    if (!may_strand_) failed_ = events_->no_path_left("sending", why_rails_failed());
     return;
   }
   // A frame half on a live socket must be finished, or that socket's stream is out of step;
@@ -325,6 +327,12 @@ void Outbound::restart(uint64_t from, const std::string& why) {
   epoch_start_ = from;
   wire_ = from;
   events_->resumed(epoch_, from, resent, why, live_names());
+}
+
+void Outbound::add_path(Path* data, Path* control, const std::string& why) {
+  paths_.push_back(data);
+  control_.push_back(control);
+  restart(acked_, why);
 }
 
 }  // namespace weft::transport::tcp

@@ -53,6 +53,17 @@ class Outbound {
   void set_in_use(size_t path, bool in_use);
 
   const absl::Status& failed() const { return failed_; }
+  /// From now on, losing the last path leaves the half stranded (holding its bytes, sending
+  /// nothing) rather than failed, until add_path() or fail().
+  void allow_stranding() { may_strand_ = true; }
+  bool stranded() const { return failed_.ok() && live_.empty(); }
+  /// A path added to the live link (a relay path): a new epoch over the paths alive, from
+  /// the last acknowledged byte. The pair owns the sockets.
+  void add_path(Path* data, Path* control, const std::string& why);
+  /// Ends the half with `status` (a stranded link that got no path in time).
+  void fail(absl::Status status) { failed_ = std::move(status); }
+  /// For each path, the socket whose failure ended it for sending.
+  std::vector<Path*> why_rails_failed() const;
 
  private:
   struct Current {
@@ -78,8 +89,6 @@ class Outbound {
   void control_lost(size_t path, std::string cause);
   /// Whether rail `path` can carry data: both its sockets live, and it is in use.
   bool usable(size_t path) const;
-  /// For each rail, the socket whose failure ended it for sending.
-  std::vector<Path*> why_rails_failed() const;
   void restart(uint64_t from, const std::string& why);
   size_t path_for(uint64_t offset) const;
   std::string live_names() const;
@@ -105,6 +114,7 @@ class Outbound {
   /// Applies want_out_of_use_ unless a frame is half sent: a frame left half sent on a rail
   /// the receiver no longer reads could never be finished once its socket fills.
   void apply_use();
+  bool may_strand_ = false;
   absl::Status failed_;
 };
 

@@ -18,6 +18,7 @@
 #include "transport/tcp/inbound.hpp"
 #include "transport/tcp/outbound.hpp"
 #include "transport/tcp/tcp_info.hpp"
+#include "src/base/deadline.hpp"
 
 namespace weft::transport::tcp {
 namespace {
@@ -71,7 +72,7 @@ void tune_socket_buffers(int fd) {
 
 // Paths that stop acknowledging die after the path timeout; an idle one is probed as often,
 // so a partition is found on both ends whether or not data was in flight.
-static void set_path_timeout(int fd, int timeout_ms) {
+void set_path_timeout(int fd, int timeout_ms) {
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   const int probe_s = std::max(1, timeout_ms / 3000);
@@ -93,11 +94,14 @@ uint32_t whole_paths(size_t sockets, absl::FunctionRef<bool(size_t)> has) {
 }
 
 TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
-                 std::string peer_address, const TransportInit& init)
+                 std::string peer_address, const TransportInit& init,
+                 std::shared_ptr<PathIntake> intake)
     : rails_(std::clamp<size_t>(fds.size() / 2, 1, kMaxRails)),
+      path_timeout_ms_(init.path_timeout_ms),
       self_rank_(self_rank),
       peer_rank_(peer_rank),
-      events_(self_rank, peer_rank, std::move(peer_address)) {
+      events_(self_rank, peer_rank, std::move(peer_address)),
+      intake_(std::move(intake)) {
   for (size_t i = 0; i < fds.size() && i < 2 * kMaxRails; ++i) {
     const int fd = fds[i];
     if (fd >= 0) {
@@ -126,6 +130,76 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
   }
   out_ = std::make_unique<Outbound>(data, control, init.checksum, init.faults, &events_);
   in_ = std::make_unique<Inbound>(data, control, init.faults, &events_);
+  if (intake_ != nullptr) {
+    out_->allow_stranding();
+    in_->allow_stranding();
+  }
+}
+
+void TcpPair::adopt(PathIntake::NewPath fresh) {
+  const size_t n = added_count_.load(std::memory_order_relaxed);
+  if (n + 2 > added_.size()) {
+    ::close(fresh.data);
+    ::close(fresh.control);
+    return;
+  }
+  const std::string name = absl::StrCat("path ", rails_ + n / 2);
+  for (int fd : {fresh.data, fresh.control}) {
+    const int flags = fcntl(fd, F_GETFL, 0);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_path_timeout(fd, path_timeout_ms_);
+  }
+  added_[n] = std::make_unique<Path>(fresh.data, name);
+  added_[n + 1] = std::make_unique<Path>(fresh.control, name);
+  added_[n]->pair_with(added_[n + 1].get());
+  added_count_.store(n + 2, std::memory_order_release);
+  events_.path_added(*added_[n], fresh.via);
+  in_->add_path(added_[n].get(), added_[n + 1].get());
+  out_->add_path(added_[n].get(), added_[n + 1].get(),
+                 absl::StrCat(name, " added through ", fresh.via));
+}
+
+void TcpPair::inject_partition() {
+  for (size_t r = 0; r < rails_; ++r) paths_[r]->kill("a partition injected by a test");
+  const size_t added = added_count_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < added; i += 2) added_[i]->kill("a partition injected by a test");
+}
+
+void TcpPair::tend_added_paths() {
+  if (intake_ == nullptr) return;
+  if (auto fresh = intake_->take()) adopt(*std::move(fresh));
+  if (!out_->stranded() && !in_->stranded()) {
+    if (stranded_since_ != absl::InfinitePast()) {
+      stranded_since_ = absl::InfinitePast();
+      intake_->want(false);
+    }
+    return;
+  }
+  // A peer that closed or reset its paths exited: no relay brings it back.
+  const bool gone = std::any_of(paths_.begin(), paths_.end(),
+                                [](const auto& p) { return p->peer_gone(); });
+  const absl::Time now = monotonic_now();
+  if (!gone && stranded_since_ == absl::InfinitePast()) {
+    stranded_since_ = now;
+    events_.stranded(relay_wait_ms());
+    intake_->want(true);
+    return;
+  }
+  if (!gone && now - stranded_since_ < absl::Milliseconds(relay_wait_ms())) return;
+  absl::Status s = events_.no_path_left(out_->stranded() ? "sending" : "receiving",
+                                        out_->why_rails_failed());
+  if (!gone) {
+    const std::string failure = intake_->failure();
+    s = absl::Status(s.code(), absl::StrCat(s.message(), "; and no path through another rank came in ",
+                                            relay_wait_ms(), " ms",
+                                            failure.empty() ? "" : " (", failure,
+                                            failure.empty() ? "" : ")"));
+  }
+  intake_->want(false);
+  out_->fail(s);
+  in_->fail(s);
 }
 
 TcpPair::~TcpPair() = default;
@@ -193,6 +267,7 @@ absl::StatusOr<size_t> TcpPair::receive(size_t max, const Scatter* to, const Sin
 void TcpPair::inject_corruption(double rate) { in_->inject_corruption(rate); }
 
 bool TcpPair::tend() {
+  tend_added_paths();
   const bool sending = out_->tend().ok() && (out_->unacknowledged() || out_->owes());
   const bool receiving = in_->tend().ok() && in_->owes();
   return sending || receiving;
@@ -202,16 +277,21 @@ bool TcpPair::tend() {
 // readable, so hang-ups are left to the receives, which see the stream end. Only errors
 // (resets, timeouts) are taken here; the receive side's state is what a wait depends on.
 absl::Status TcpPair::check_peer() {
-  std::array<pollfd, 2 * kMaxRails> polls;
-  for (size_t i = 0; i < paths_.size(); ++i) polls[i] = {paths_[i]->fd(), POLLIN, 0};
-  if (::poll(polls.data(), paths_.size(), 0) > 0) {
-    for (size_t i = 0; i < paths_.size(); ++i) {
-      const size_t r = i % rails_;
-      if ((polls[i].revents & POLLERR) == 0 || !paths_[i]->alive()) continue;
+  tend_added_paths();
+  std::array<pollfd, 2 * (kMaxRails + kMaxAddedPaths)> polls;
+  const size_t added = added_count_.load(std::memory_order_relaxed);
+  const size_t count = paths_.size() + added;
+  auto path_at = [&](size_t i) -> Path& { return i < paths_.size() ? *paths_[i] : *added_[i - paths_.size()]; };
+  // Added paths are numbered after the rails, data socket first (Outbound's order).
+  auto index_of = [&](size_t i) { return i < paths_.size() ? i % rails_ : rails_ + (i - paths_.size()) / 2; };
+  for (size_t i = 0; i < count; ++i) polls[i] = {path_at(i).fd(), POLLIN, 0};
+  if (::poll(polls.data(), count, 0) > 0) {
+    for (size_t i = 0; i < count; ++i) {
+      if ((polls[i].revents & POLLERR) == 0 || !path_at(i).alive()) continue;
       const int err = get_int_option(polls[i].fd, SOL_SOCKET, SO_ERROR);
       const std::string cause = absl::StrCat("poll: ", std::strerror(err > 0 ? err : ECONNRESET));
-      out_->lost(r, cause);  // kills both sockets of the rail; both halves resume without it
-      in_->lost(r, cause);
+      out_->lost(index_of(i), cause);  // kills both sockets of the path; both halves resume
+      in_->lost(index_of(i), cause);
     }
   }
   (void)out_->tend();
@@ -227,6 +307,14 @@ PairStats TcpPair::stats() const {
   for (size_t r = 0; r < rails_; ++r) {
     s.bytes_sent += paths_[r]->payload_sent.get();
     s.bytes_received += paths_[r]->payload_received.get();
+  }
+  const size_t added = added_count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < added; ++i) {
+    s.path_failures += added_[i]->failures.get();
+    if (i % 2 == 0) {
+      s.bytes_sent += added_[i]->payload_sent.get();
+      s.bytes_received += added_[i]->payload_received.get();
+    }
   }
   s.errors = s.path_failures;
   s.resumptions = events_.resumptions.get();
@@ -259,11 +347,12 @@ void TcpPair::read_path_counters(PathCounterSink sink) const {
 // A rail's two sockets are one path to the user, and die together (Path::pair_with).
 std::vector<Pair::PathView> TcpPair::paths() const {
   std::vector<PathView> out;
-  for (size_t r = 0; r < rails_; ++r) {
-    const Path& data = *paths_[r];
-    const Path& control = *paths_[rails_ + r];
+  const size_t added = added_count_.load(std::memory_order_acquire) / 2;
+  for (size_t r = 0; r < rails_ + added; ++r) {
+    const Path& data = r < rails_ ? *paths_[r] : *added_[2 * (r - rails_)];
+    const Path& control = r < rails_ ? *paths_[rails_ + r] : *added_[2 * (r - rails_) + 1];
     PathView v;
-    v.name = absl::StrCat("path ", r);
+    v.name = absl::StrCat("path ", r, r < rails_ ? "" : " (relayed)");
     v.bytes_sent = data.payload_sent.get();
     v.bytes_received = data.payload_received.get();
     v.alive = !data.dead_seen_elsewhere() && !control.dead_seen_elsewhere();

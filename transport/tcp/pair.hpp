@@ -37,9 +37,11 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/link_events.hpp"
 #include "transport/tcp/path.hpp"
+#include "transport/tcp/relay.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::tcp {
@@ -72,6 +74,9 @@ inline constexpr size_t kMaxRecvPerCall = kStagingBytes;
 /// (net.core.[rw]mem_max); otherwise the socket keeps the kernel's autotuning, which then
 /// grows further than a clamped explicit size would.
 void tune_socket_buffers(int fd);
+/// Gives `fd` the path timeout (TransportInit::path_timeout_ms): TCP_USER_TIMEOUT, and
+/// keepalive probes that find a partition on an idle path as soon.
+void set_path_timeout(int fd, int timeout_ms);
 
 /// Bytes one rail of a link has carried.
 struct RailStats {
@@ -91,8 +96,10 @@ class TcpPair : public Pair {
   /// Takes ownership of `fds`: 2K connected sockets (K = 1 to kMaxRails rails: data sockets,
   /// then control sockets), numbered as both ends number them, -1 for both sockets of a path
   /// that did not connect (lost from the start); `peer_address` is what the messages name.
+  /// `intake` (relay.hpp; null: none) brings paths added while the link lives: with one, a
+  /// link whose every path timed out waits for such a path rather than failing.
   TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank, std::string peer_address,
-          const TransportInit& init);
+          const TransportInit& init, std::shared_ptr<PathIntake> intake = nullptr);
   ~TcpPair() override;
   TcpPair(const TcpPair&) = delete;
   TcpPair& operator=(const TcpPair&) = delete;
@@ -112,6 +119,10 @@ class TcpPair : public Pair {
   void inject_corruption(double rate) override;
   void use_rail(std::string_view ifname, bool in_use) override;
 
+  /// For tests: every path dies as a partition kills it (timed out on this end, never closed
+  /// by the peer). Cut both ends before either reads, or the peer sees them close.
+  void inject_partition();
+
   /// How many rails the link stripes over (outbound paths it started with).
   size_t rails() const { return rails_; }
   /// What rail `rail` (< rails()) has carried of the stream, each way.
@@ -128,14 +139,27 @@ class TcpPair : public Pair {
   /// system calls), on the health monitor's thread at its first reading rather than while a
   /// collective waits for the link to open.
   void name_paths() const;
+  /// Adopts a path the intake brought, and fails a link stranded past the relay wait (or at
+  /// once when a peer closed its paths: it exited).
+  void tend_added_paths();
+  void adopt(PathIntake::NewPath fresh);
+  /// How long a stranded link waits for a relay path.
+  int relay_wait_ms() const { return 4 * path_timeout_ms_; }
 
   const size_t rails_;
+  const int path_timeout_ms_;
   const int self_rank_;
   const int peer_rank_;
   LinkEvents events_;
   std::vector<std::unique_ptr<Path>> paths_;  ///< [0, K): data; [K, 2K): control, by rail
   std::unique_ptr<Outbound> out_;
   std::unique_ptr<Inbound> in_;
+  const std::shared_ptr<PathIntake> intake_;
+  /// Paths added while the link lives, data then control socket of each. Other threads read
+  /// the first added_count_ (stats, paths), so slots are filled before the count grows.
+  std::array<std::unique_ptr<Path>, 2 * kMaxAddedPaths> added_;
+  std::atomic<size_t> added_count_{0};
+  absl::Time stranded_since_ = absl::InfinitePast();
   // Empty: none found. Written and read by the health monitor's thread alone.
   mutable std::vector<std::string> path_ifnames_;
   mutable bool paths_named_ = false;

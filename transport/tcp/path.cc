@@ -50,7 +50,8 @@ void Path::kill(std::string cause) {
   if (twin_ != nullptr && !(is_control_ && peer_closed_)) twin_->kill(cause_);
 }
 
-absl::Status Path::errno_status(const char* op, int err) const {
+absl::Status Path::errno_status(const char* op, int err) {
+  error_ = err;
   return absl::UnavailableError(absl::StrCat(op, ": ", std::strerror(err)));
 }
 

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,10 @@ class Path {
   int fd() const { return fd_; }
   bool alive() const { return alive_; }
   const std::string& cause() const { return cause_; }
+  /// Whether the path ended because the peer closed or reset it, as when its process exits;
+  /// a partition only times paths out. A link whose paths all ended otherwise may be given
+  /// a relay path (relay.hpp).
+  bool peer_gone() const { return peer_closed_ || error_ == ECONNRESET || error_ == EPIPE; }
   /// For other threads (LinkStats): whether the path died, and why.
   bool dead_seen_elsewhere() const { return dead_.load(std::memory_order_acquire); }
   std::string failure_seen_elsewhere() const;
@@ -87,7 +92,7 @@ class Path {
   size_t control_out_left = 0;
 
  private:
-  absl::Status errno_status(const char* op, int err) const;
+  absl::Status errno_status(const char* op, int err);
   absl::StatusOr<size_t> read_parts(const iovec* parts, int count, bool read_ahead);
   absl::Status peer_closed();
 
@@ -97,6 +102,7 @@ class Path {
   bool alive_ = true;
   bool is_control_ = false;
   bool peer_closed_ = false;  ///< read the end of the peer's stream
+  int error_ = 0;             ///< the errno a system call on the socket last failed with
   std::string cause_;
   // The same, for other threads: written once, when the path dies.
   std::atomic<bool> dead_{false};

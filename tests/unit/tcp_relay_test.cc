@@ -1,0 +1,158 @@
+// Relay paths (transport/tcp/relay.hpp): a link between ranks 0 and 1 whose every path is cut
+// as a partition cuts it (timed out, never closed) carries on over a path through rank 2,
+// every byte in order both ways; a link whose peer closed its paths (it exited) still fails
+// at once; and when no relay reaches the far end the error says so. Ranks are threads of
+// this process, over loopback.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/unit/transport_harness.hpp"
+#include "transport/tcp/context.hpp"
+#include "transport/tcp/pair.hpp"
+
+namespace weft::transport {
+namespace {
+
+constexpr int kPathTimeoutMs = 500;
+
+/// Three tcp ranks that know each other's addresses, as a communicator's do after bootstrap.
+Ranks relay_ranks(bool relay_paths = true) {
+  Ranks r;
+  const uint64_t job = random_seed();
+  for (int i = 0; i < 3; ++i) {
+    TransportInit init;
+    init.rank = i, init.size = 3, init.job_id = job, init.secret = kTestSecret;
+    init.path_timeout_ms = kPathTimeoutMs, init.relay_paths = relay_paths;
+    auto t = tcp::make_transport(init);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return Ranks{};
+    PeerInfo info;
+    info.rank = i, info.pid = getpid(), info.host_id = local_host_id();
+    info.addresses = {{"tcp", (*t)->address()}};
+    r.transports.push_back(std::move(*t));
+    r.infos.push_back(std::move(info));
+  }
+  for (auto& t : r.transports) t->learn_peers(r.infos);
+  return r;
+}
+
+tcp::TcpPair& tcp_of(const std::unique_ptr<Pair>& p) { return dynamic_cast<tcp::TcpPair&>(*p); }
+
+/// Sends `bytes` each way between a and b, each side on its own thread and checking its
+/// link whenever nothing moved, as a rank's waits do; OK once everything arrived intact.
+std::vector<absl::Status> exchange(Pair& a, Pair& b, size_t bytes, uint64_t seed,
+                                   absl::Duration timeout = absl::Seconds(30)) {
+  Pair* pairs[2] = {&a, &b};
+  return on_threads(2, [&](int s) -> absl::Status {
+    const std::vector<std::byte> msg = make_message(seed + s, bytes);
+    std::vector<std::byte> got(bytes);
+    const Deadline deadline = Deadline::after(timeout);
+    size_t sent = 0, received = 0;
+    for (uint64_t round = 0; sent < bytes || received < bytes; ++round) {
+      if (deadline.expired() || round > kMaxRounds) return deadline_error("the test's exchange");
+      bool moved = false;
+      if (sent < bytes) {
+        auto n = pairs[s]->send_some(msg.data() + sent, bytes - sent);
+        if (!n.ok()) return n.status();
+        sent += *n, moved |= *n > 0;
+      }
+      if (received < bytes) {
+        auto n = pairs[s]->recv_some(bytes - received, [&](const std::byte* d, size_t len) {
+          std::memcpy(got.data() + received, d, len);
+          received += len;
+        });
+        if (!n.ok()) return n.status();
+        moved |= *n > 0;
+      }
+      if (!moved) {
+        if (absl::Status st = pairs[s]->check_peer(); !st.ok()) return st;
+        pairs[s]->tend();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    const int64_t bad = first_mismatch(got, seed + 1 - s);
+    if (bad >= 0) return absl::DataLossError(absl::StrCat("byte ", bad, " differs"));
+    // What this side sent may still wait for its acknowledgement: tend until the peer has it.
+    return absl::OkStatus();
+  });
+}
+
+TEST(TcpRelay, ALinkWhosePathsAllTimedOutCarriesOnThroughARelay) {
+  Ranks r = relay_ranks();
+  ASSERT_EQ(r.transports.size(), 3u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  for (const auto& st : exchange(*a, *b, 1 << 20, 1)) ASSERT_TRUE(st.ok()) << st;
+  tcp_of(b).inject_partition();  // both ends first, so neither reads the other's close
+  tcp_of(a).inject_partition();
+  const auto st = exchange(*a, *b, (3 << 20) + 7, 2);
+  EXPECT_TRUE(st[0].ok()) << st[0];
+  EXPECT_TRUE(st[1].ok()) << st[1];
+  for (const auto* p : {&a, &b}) {
+    const auto paths = (*p)->paths();
+    ASSERT_EQ(paths.size(), 2u);
+    EXPECT_FALSE(paths[0].alive);
+    EXPECT_TRUE(paths[1].alive) << paths[1].failure;
+    EXPECT_EQ(paths[1].name, "path 1 (relayed)");
+    EXPECT_GT(paths[1].bytes_received, 0u);
+  }
+  // And on again, over the relay alone.
+  for (const auto& s : exchange(*a, *b, 1 << 20, 3)) EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(TcpRelay, ALinkWhosePeerClosedItsPathsFailsAtOnce) {
+  Ranks r = relay_ranks();
+  ASSERT_EQ(r.transports.size(), 3u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  b.reset();  // as rank 1 exiting closes its sockets
+  absl::Status failed;
+  for (int i = 0; i < 2000 && failed.ok(); ++i) {
+    std::byte one{1};
+    auto n = a->send_some(&one, 1);
+    failed = n.ok() ? a->check_peer() : n.status();
+    if (failed.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("has no path left"), std::string::npos) << failed;
+  EXPECT_EQ(failed.message().find("through another rank"), std::string::npos)
+      << "it waited for a relay: " << failed;
+}
+
+TEST(TcpRelay, NoRelayReachingThePeerIsReported) {
+  Ranks r = relay_ranks();
+  ASSERT_EQ(r.transports.size(), 3u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  tcp_of(a).inject_partition();  // before rank 1 goes, so rank 0 never reads its close
+  b.reset();
+  r.transports[1].reset();  // rank 1 is gone: the relay finds no one to connect to
+  absl::Status failed;
+  for (int i = 0; i < 20000 && failed.ok(); ++i) {
+    auto n = a->recv_some(1, [](const std::byte*, size_t) {});
+    failed = n.ok() ? a->check_peer() : n.status();
+    if (failed.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("no path through another rank came"), std::string::npos)
+      << failed;
+  EXPECT_NE(failed.message().find("relay rank 2"), std::string::npos) << failed;
+}
+
+TEST(TcpRelay, OffMeansTheLinkFailsAsBefore) {
+  Ranks r = relay_ranks(/*relay_paths=*/false);
+  ASSERT_EQ(r.transports.size(), 3u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  tcp_of(b).inject_partition();
+  tcp_of(a).inject_partition();
+  const auto st = exchange(*a, *b, 1 << 20, 4, absl::Seconds(5));
+  EXPECT_NE(st[0].message().find("has no path left"), std::string::npos) << st[0];
+}
+
+}  // namespace
+}  // namespace weft::transport
