@@ -258,13 +258,6 @@ void Listener::check_proof(Pending& p) {
   Proof proof{};
   std::copy(p.buf.begin(), p.buf.begin() + kProofBytes, proof.begin());
   const int from = static_cast<int>(p.hello.from_rank);
-  if (same_proof(proof, p.expected) && p.hello.verdict == kRelay) {
-    return relays_->relay(p.fd, from, static_cast<int>(p.hello.rail));
-  }
-  if (same_proof(proof, p.expected) && p.hello.verdict == kAddPath) {
-    return relays_->deliver(from, static_cast<int>(p.hello.rail), p.fd,
-                            absl::StrCat("a relay at ", p.from));
-  }
   if (!same_proof(proof, p.expected)) {
     refusals_.refused("a wrong proof of the secret",
                       absl::StrCat("refused a tcp connection from ", p.from, " claiming rank ",
@@ -272,6 +265,11 @@ void Listener::check_proof(Pending& p) {
                                    "replayed handshake, or ", kOtherSecretHint, ")"));
     close_fd(p.fd);
     return;
+  }
+  if (p.hello.verdict == kRelay) return relays_->relay(p.fd, from, static_cast<int>(p.hello.rail));
+  if (p.hello.verdict == kAddPath) {
+    return relays_->deliver(from, static_cast<int>(p.hello.rail), p.fd,
+                            absl::StrCat("a relay at ", p.from));
   }
   if (auto late = missing_.find(from);
       late != missing_.end() && p.hello.rail < 64 && ((late->second >> p.hello.rail) & 1U) != 0) {
