@@ -196,6 +196,13 @@ class Pair {
   /// with a single fixed path ignores it. The link's own thread only.
   virtual void use_rail(std::string_view ifname, bool in_use) {}
 
+  /// Carries the link through a third rank rather than over its own paths (`on`), or back:
+  /// for a link health took out of use (src/isolation.hpp) that still carries traffic (no
+  /// ring avoids it, or a call under way when it was judged). A link with no such path
+  /// (shm, two ranks, WEFT_RELAY_PATHS=off) carries on over its own. Any thread; the link
+  /// applies it on its own thread.
+  virtual void detour(bool on) {}
+
   /// A fault for tests and scripts/inject: flips a bit in each byte received with probability
   /// `rate` (0 ends it), after the sender's checksum and before this side's check. Any
   /// thread; transports without it ignore it.

@@ -1,8 +1,9 @@
 // Relay paths (transport/tcp/relay.hpp): a link between ranks 0 and 1 whose every path is cut
 // as a partition cuts it (timed out, never closed) carries on over a path through rank 2,
 // every byte in order both ways; a link whose peer closed its paths (it exited) still fails
-// at once; and when no relay reaches the far end the error says so. Ranks are threads of
-// this process, over loopback.
+// at once; and when no relay reaches the far end the error says so. A link asked to detour
+// (a link health isolated) moves onto such a path while bytes flow, and back. Ranks are
+// threads of this process, over loopback.
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,7 +77,12 @@ std::vector<absl::Status> exchange(Pair& a, Pair& b, size_t bytes, uint64_t seed
     }
     const int64_t bad = first_mismatch(got, seed + 1 - s);
     if (bad >= 0) return absl::DataLossError(absl::StrCat("byte ", bad, " differs"));
-    // What this side sent may still wait for its acknowledgement: tend until the peer has it.
+    // What this side sent may still wait for its acknowledgement, or be asked for again (a
+    // path added under it): tend until the peer has it, as a communicator's tender does.
+    while (pairs[s]->tend()) {
+      if (deadline.expired()) return deadline_error("the peer's acknowledgement");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     return absl::OkStatus();
   });
 }
@@ -141,6 +147,70 @@ TEST(TcpRelay, NoRelayReachingThePeerIsReported) {
   EXPECT_NE(failed.message().find("no path through another rank came"), std::string::npos)
       << failed;
   EXPECT_NE(failed.message().find("relay rank 2"), std::string::npos) << failed;
+}
+
+/// What each path of `p` has sent so far, by name.
+std::vector<uint64_t> sent_by_path(const Pair& p) {
+  std::vector<uint64_t> out;
+  for (const auto& path : p.paths()) out.push_back(path.bytes_sent);
+  return out;
+}
+
+TEST(TcpRelay, ADetourAskedMidStreamByOneEndCarriesTheLinkThroughARelayAndBack) {
+  Ranks r = relay_ranks();
+  ASSERT_EQ(r.transports.size(), 3u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  for (const auto& st : exchange(*a, *b, 1 << 20, 5)) ASSERT_TRUE(st.ok()) << st;
+  // Only the dialer asks, from another thread, while bytes flow both ways: as the health
+  // monitor does when rank 0 alone judges the link FAILING in the middle of a call.
+  // The path comes within a tick of the acceptor thread (500 ms): flow until it is in.
+  absl::Status flowed;
+  std::thread flow([&] {
+    const Deadline until = Deadline::after(absl::Seconds(10));
+    for (int round = 0; round < 10000 && !until.expired() && flowed.ok() && a->paths().size() < 2;
+         ++round) {
+      for (const auto& s : exchange(*a, *b, 1 << 20, 100 + round)) flowed.Update(s);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  a->detour(true);
+  flow.join();
+  ASSERT_TRUE(flowed.ok()) << flowed;
+  ASSERT_EQ(a->paths().size(), 2u) << "no path was added through rank 2";
+  EXPECT_EQ(a->paths()[1].name, "path 1 (relayed)");
+  // Detoured: rank 0's bytes go through rank 2 alone, rank 1's still over the rail.
+  auto before_a = sent_by_path(*a), before_b = sent_by_path(*b);
+  for (const auto& s : exchange(*a, *b, 2 << 20, 7)) ASSERT_TRUE(s.ok()) << s;
+  auto after_a = sent_by_path(*a), after_b = sent_by_path(*b);
+  EXPECT_EQ(after_a[0], before_a[0]) << "the detoured end still sent over its rail";
+  EXPECT_GE(after_a[1] - before_a[1], 2u << 20);
+  EXPECT_GE(after_b[0] - before_b[0], 2u << 20) << "the end that was not told moved off";
+  // Both told (a call adopting the isolation), then back: the rail again, nothing relayed,
+  // and neither receiver waits on the path its sender left.
+  b->detour(true);
+  for (const auto& s : exchange(*a, *b, 2 << 20, 8)) ASSERT_TRUE(s.ok()) << s;
+  a->detour(false);
+  b->detour(false);
+  for (const auto& s : exchange(*a, *b, (1 << 20) + 3, 9)) ASSERT_TRUE(s.ok()) << s;
+  before_a = sent_by_path(*a), before_b = sent_by_path(*b);
+  for (const auto& s : exchange(*a, *b, 2 << 20, 10)) ASSERT_TRUE(s.ok()) << s;
+  after_a = sent_by_path(*a), after_b = sent_by_path(*b);
+  for (const auto* v : {&before_a, &after_a, &before_b, &after_b}) ASSERT_EQ(v->size(), 2u);
+  EXPECT_EQ(after_a[1], before_a[1]) << "the relay still carries rank 0's bytes";
+  EXPECT_EQ(after_b[1], before_b[1]) << "the relay still carries rank 1's bytes";
+  EXPECT_GE(after_a[0] - before_a[0], 2u << 20);
+  EXPECT_GE(after_b[0] - before_b[0], 2u << 20);
+}
+
+TEST(TcpRelay, ADetourAskedByTheAcceptingEndAloneKeepsTheRail) {
+  Ranks r = relay_ranks();
+  ASSERT_EQ(r.transports.size(), 3u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  b->detour(true);  // the dialer makes added paths; rank 1 has none to move to
+  for (const auto& st : exchange(*a, *b, 4 << 20, 11)) ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(b->paths().size(), 1u);
 }
 
 TEST(TcpRelay, OffMeansTheLinkFailsAsBefore) {

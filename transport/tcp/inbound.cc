@@ -20,6 +20,7 @@ constexpr int kMaxHeadsPerScan = 16;
 Inbound::Inbound(std::vector<Path*> data, std::vector<Path*> control, const LinkFaults& faults,
                  LinkEvents* events)
     : paths_(std::move(data)),
+      direct_(paths_.size()),
       control_(std::move(control)),
       events_(events),
       heads_(paths_.size()),
@@ -111,7 +112,9 @@ std::optional<size_t> Inbound::find_next() {
     const size_t i = expected_;
     for (int k = 0; k < kMaxHeadsPerScan; ++k) {
       if (!have_head(i)) {
-        if (paths_[i]->alive()) return std::nullopt;
+        // Once a path was added, the sender may leave one that stays open (a detour, or its
+        // end: Outbound::detour) without this end knowing: look everywhere, not only here.
+        if (paths_[i]->alive() && paths_.size() == direct_) return std::nullopt;
         break;
       }
       if (stale(heads_[i])) {

@@ -80,6 +80,7 @@ class Inbound {
   void notice_deaths();
 
   std::vector<Path*> paths_;    ///< each rail's data socket
+  const size_t direct_;         ///< paths [0, direct_) are the rails; later ones were added
   std::vector<Path*> control_;  ///< each rail's control socket: acknowledgements go here
   LinkEvents* events_;
   std::vector<Head> heads_;

@@ -33,7 +33,8 @@ Outbound::Outbound(std::vector<Path*> data, std::vector<Path*> control, bool che
       checksum_(checksum),
       faults_(faults),
       events_(events),
-      ring_(new std::byte[kRetainBytes]) {
+      ring_(new std::byte[kRetainBytes]),
+      direct_(paths_.size()) {
   // Touch every page now: nothing on the data path may fault.
   std::memset(ring_.get(), 0, kRetainBytes);
   for (size_t i = 0; i < paths_.size(); ++i) live_.push_back(i);
@@ -64,7 +65,29 @@ void Outbound::stage(const std::byte* data, size_t len) {
 }
 
 bool Outbound::usable(size_t i) const {
-  return paths_[i]->alive() && control_[i]->alive() && ((out_of_use_ >> i) & 1U) == 0;
+  const auto carries = [this](size_t p) {
+    return paths_[p]->alive() && control_[p]->alive() && ((out_of_use_ >> p) & 1U) == 0;
+  };
+  if (!carries(i)) return false;
+  // Added paths join the rails unless a detour is asked for or undone; then the other set
+  // carries only when the preferred one has nothing left.
+  const bool added = i >= direct_;
+  if (paths_.size() == direct_ || added == detour_) return true;
+  for (size_t p = detour_ ? direct_ : 0; p < (detour_ ? paths_.size() : direct_); ++p) {
+    if (carries(p)) return false;
+  }
+  return true;
+}
+
+void Outbound::detour(bool on) {
+  if (detour_ == on || !failed_.ok()) return;
+  detour_ = on;
+  uint64_t live = 0, usable_now = 0;
+  for (size_t p : live_) live |= uint64_t{1} << p;
+  for (size_t p = 0; p < paths_.size(); ++p) usable_now |= uint64_t{usable(p)} << p;
+  if (live == usable_now) return;  // no path of the other set yet: the change waits for one
+  restart(acked_, on ? "a detour around the link's failing rails"
+                     : "the detour ends: back on the link's rails");
 }
 
 void Outbound::set_in_use(size_t i, bool in_use) {

@@ -60,6 +60,12 @@ class Outbound {
   /// A path added to the live link (a relay path): a new epoch over the paths alive, from
   /// the last acknowledged byte. The pair owns the sockets.
   void add_path(Path* data, Path* control, const std::string& why);
+  /// Carries the stream over the added paths alone (`on`; the direct rails stay open but carry
+  /// no new frame) or over the direct rails again, each set only while one of its paths is
+  /// alive. Switching starts a new epoch from the last acknowledged byte: on a lossy rail the
+  /// bytes already in its socket may wait out tcp's retransmission timeouts.
+  void detour(bool on);
+  bool detoured() const { return detour_; }
   /// Ends the half with `status` (a stranded link that got no path in time).
   void fail(absl::Status status) { failed_ = std::move(status); }
   /// For each path, the socket whose failure ended it for sending.
@@ -87,7 +93,8 @@ class Outbound {
   /// Resumes without a rail the receiving half found dead (the twins share sockets).
   void notice_deaths();
   void control_lost(size_t path, std::string cause);
-  /// Whether rail `path` can carry data: both its sockets live, and it is in use.
+  /// Whether rail `path` can carry data: both its sockets live, it is in use, and it is of
+  /// the set the detour prefers (or that set has no live path).
   bool usable(size_t path) const;
   void restart(uint64_t from, const std::string& why);
   size_t path_for(uint64_t offset) const;
@@ -115,6 +122,8 @@ class Outbound {
   /// the receiver no longer reads could never be finished once its socket fills.
   void apply_use();
   bool may_strand_ = false;
+  const size_t direct_;   ///< paths [0, direct_) are the rails; later ones were added
+  bool detour_ = false;   ///< as detour() asked
   absl::Status failed_;
 };
 

@@ -161,6 +161,14 @@ void TcpPair::adopt(PathIntake::NewPath fresh) {
                  absl::StrCat(name, " added through ", fresh.via));
 }
 
+bool TcpPair::has_live_added_path() const {
+  const size_t added = added_count_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < added; i += 2) {
+    if (added_[i]->alive() && added_[i + 1]->alive()) return true;
+  }
+  return false;
+}
+
 void TcpPair::inject_partition() {
   for (size_t r = 0; r < rails_; ++r) paths_[r]->kill("a partition injected by a test");
   const size_t added = added_count_.load(std::memory_order_relaxed);
@@ -170,11 +178,13 @@ void TcpPair::inject_partition() {
 void TcpPair::tend_added_paths() {
   if (intake_ == nullptr) return;
   if (auto fresh = intake_->take()) adopt(*std::move(fresh));
+  const bool detour = detour_wanted_.load(std::memory_order_acquire);
+  if (detour != out_->detoured()) out_->detour(detour);
   if (!out_->stranded() && !in_->stranded()) {
-    if (stranded_since_ != absl::InfinitePast()) {
-      stranded_since_ = absl::InfinitePast();
-      intake_->want(false);
-    }
+    stranded_since_ = absl::InfinitePast();
+    // A detour wants a path until one is alive; the one it has stays after it ends.
+    const bool want = detour && !has_live_added_path();
+    if (want != path_wanted_) intake_->want(path_wanted_ = want);
     return;
   }
   // A peer that closed or reset its paths exited: no relay brings it back.
@@ -184,7 +194,7 @@ void TcpPair::tend_added_paths() {
   if (!gone && stranded_since_ == absl::InfinitePast()) {
     stranded_since_ = now;
     events_.stranded(relay_wait_ms());
-    intake_->want(true);
+    intake_->want(path_wanted_ = true);
     return;
   }
   if (!gone && now - stranded_since_ < absl::Milliseconds(relay_wait_ms())) return;
@@ -197,7 +207,7 @@ void TcpPair::tend_added_paths() {
                                             failure.empty() ? "" : " (", failure,
                                             failure.empty() ? "" : ")"));
   }
-  intake_->want(false);
+  intake_->want(path_wanted_ = false);
   out_->fail(s);
   in_->fail(s);
 }
@@ -246,6 +256,8 @@ absl::StatusOr<size_t> TcpPair::send_some_more(const std::byte* data, size_t len
 
 absl::StatusOr<size_t> TcpPair::send_flagged(const std::byte* data, size_t len, int flags) {
   if (len == 0) return out_->failed().ok() ? absl::StatusOr<size_t>(size_t{0}) : out_->failed();
+  // A sender that never waits must still see a detour asked from another thread.
+  if (detour_wanted_.load(std::memory_order_relaxed) != out_->detoured()) tend_added_paths();
   return out_->send(data, len, flags);
 }
 

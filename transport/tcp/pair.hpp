@@ -118,6 +118,9 @@ class TcpPair : public Pair {
   bool tend() override;
   void inject_corruption(double rate) override;
   void use_rail(std::string_view ifname, bool in_use) override;
+  /// Asks the intake for a path through a third rank (only the dialer makes one) and, once
+  /// there is one, carries the stream over it alone (Outbound::detour).
+  void detour(bool on) override { detour_wanted_.store(on, std::memory_order_release); }
 
   /// For tests: every path dies as a partition kills it (timed out on this end, never closed
   /// by the peer). Cut both ends before either reads, or the peer sees them close.
@@ -142,6 +145,7 @@ class TcpPair : public Pair {
   /// Adopts a path the intake brought, and fails a link stranded past the relay wait (or at
   /// once when a peer closed its paths: it exited).
   void tend_added_paths();
+  bool has_live_added_path() const;
   void adopt(PathIntake::NewPath fresh);
   /// How long a stranded link waits for a relay path.
   int relay_wait_ms() const { return 4 * path_timeout_ms_; }
@@ -160,6 +164,8 @@ class TcpPair : public Pair {
   std::array<std::unique_ptr<Path>, 2 * kMaxAddedPaths> added_;
   std::atomic<size_t> added_count_{0};
   absl::Time stranded_since_ = absl::InfinitePast();
+  std::atomic<bool> detour_wanted_{false};  ///< as detour() asked, from any thread
+  bool path_wanted_ = false;                ///< what this pair last told intake_->want()
   // Empty: none found. Written and read by the health monitor's thread alone.
   mutable std::vector<std::string> path_ifnames_;
   mutable bool paths_named_ = false;
