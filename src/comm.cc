@@ -184,6 +184,9 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
         o.link_device.emplace_back(t != nullptr ? t->name() : "");
         if (peer != rank && (*peers)[peer].host_id == self.host_id) o.host_peers.push_back(peer);
       }
+      // A call under way on a link just judged FAILING goes on through a third rank, so that
+      // the call ends, and with it the wait for the next one to adopt the isolation.
+      o.failing = [c](int peer) { c->detour(peer, true); };
       comm->isolation_ = std::make_unique<Isolation>(
           std::move(o), [c](const health::Change& change) { c->watch_->monitor()->record(change); });
       judged = [iso = comm->isolation_.get()](const health::Change& change) { iso->judged(change); };
@@ -218,6 +221,7 @@ absl::StatusOr<transport::Pair*> Comm::link(int peer, Deadline deadline) {
     MutexLock lock(&links_mu_);
     links_[peer] = *std::move(pair);
     if (!route_.isolated_rails().empty()) use_rails(peer);
+    if (route_.isolated().has(rank_, peer)) links_[peer]->detour(true);
   }
   return links_[peer].get();
 }
@@ -432,7 +436,8 @@ void Comm::adopt(const RouteChange& change) {
     // A link isolated with no ring around it still carries the ring's traffic: say so.
     const bool stays = !change.on_rail() && change.isolates() && !route_.usable().ring;
     isolation_->adopted(change, monotonic_now(),
-                        stays ? "no ring avoids it: it still carries traffic (a relay would not)"
+                        stays ? "no ring avoids it: it still carries the ring's traffic, "
+                                "through a third rank where it can (tcp relay paths)"
                               : "");
   }
   if (line.empty()) return;
@@ -445,11 +450,20 @@ void Comm::adopt(const RouteChange& change) {
     for (int peer = 0; peer < size_; ++peer) {
       if (links_[peer] != nullptr && (a == rank_ || a == peer)) use_rails(peer);
     }
+  } else if (a == rank_ || b == rank_) {
+    // An isolated link still carries what no ring avoids (the call check, a ring of 3 hosts):
+    // through a third rank, not over its failing paths.
+    detour(a == rank_ ? b : a, change.isolates());
   }
   // Rank 0 and the change's ends say so: one place to look, and the ranks that judged it.
   if (rank_ == 0 || rank_ == a || (!change.on_rail() && rank_ == b)) {
     std::fprintf(stderr, "weft: rank %d: %s\n", rank_, line.c_str());
   }
+}
+
+void Comm::detour(int peer, bool on) {
+  MutexLock lock(&links_mu_);
+  if (links_[peer] != nullptr) links_[peer]->detour(on);
 }
 
 void Comm::use_rails(int peer) {

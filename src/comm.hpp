@@ -85,6 +85,9 @@ class Comm : public LinkProvider, public LinkTending {
   void adopt(const RouteChange& change);
   /// Tells the link to `peer` which rails it may stripe over (route_'s isolated rails).
   void use_rails(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(links_mu_);
+  /// Sends the link to `peer`, if open, through a third rank (`on`) or back (Pair::detour).
+  /// Any thread.
+  void detour(int peer, bool on);
   /// Records `s` as what broke this communicator and closes every link.
   void fail(const absl::Status& s);
   /// After fail(s): asks every rank whether it is alive and returns `s` with the rank at

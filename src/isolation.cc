@@ -48,34 +48,43 @@ void Isolation::judged(const health::Change& change) {
   if (mine(change.from) || mine(change.to)) return;
   const health::Scope& scope = change.scope;
   const bool peer = scope.peer >= 0 && scope.peer != options_.rank;
-  MutexLock lock(&mu_);
-  switch (scope.kind) {
-    case health::ScopeKind::kLink:
-    case health::ScopeKind::kNvlink:
-      if (peer) judge(Target{false, scope.peer}, change);
-      break;
-    case health::ScopeKind::kGpu:
-      for (int p : options_.host_peers) judge(Target{false, p}, change);
-      break;
-    case health::ScopeKind::kIbPort:
-      if (scope.rail >= 0 && static_cast<uint32_t>(scope.rail) < RouteChange::kMaxRails) {
-        links_[Target{true, scope.rail}].scope = scope;  // a rail's state shows on its port
-        judge(Target{true, scope.rail}, change);
-      }
-      break;
-    case health::ScopeKind::kRail:
-      break;  // one socket of one link: its link carries on over its other rails already
+  std::vector<int> failing;  // links newly FAILING while in use, told once the lock is free
+  {
+    MutexLock lock(&mu_);
+    switch (scope.kind) {
+      case health::ScopeKind::kLink:
+      case health::ScopeKind::kNvlink:
+        if (peer && judge(Target{false, scope.peer}, change)) failing.push_back(scope.peer);
+        break;
+      case health::ScopeKind::kGpu:
+        for (int p : options_.host_peers) {
+          if (judge(Target{false, p}, change)) failing.push_back(p);
+        }
+        break;
+      case health::ScopeKind::kIbPort:
+        if (scope.rail >= 0 && static_cast<uint32_t>(scope.rail) < RouteChange::kMaxRails) {
+          links_[Target{true, scope.rail}].scope = scope;  // a rail's state shows on its port
+          judge(Target{true, scope.rail}, change);
+        }
+        break;
+      case health::ScopeKind::kRail:
+        break;  // one socket of one link: its link carries on over its other rails already
+    }
+    refresh_due();
   }
-  refresh_due();
+  if (options_.failing) {
+    for (int p : failing) options_.failing(p);
+  }
 }
 
-void Isolation::judge(Target target, const health::Change& change) {
+bool Isolation::judge(Target target, const health::Change& change) {
   Link& entry = target.rail ? links_[target] : link_to(target.id);
   entry.judge = change.to;
-  if (change.to == health::State::kFailing) {
-    entry.failing = true;
-    entry.reason = change.reason;
-  }
+  if (change.to != health::State::kFailing) return false;
+  const bool news = !entry.failing && entry.use != Use::kIsolated;
+  entry.failing = true;
+  entry.reason = change.reason;
+  return news;
 }
 
 std::optional<RouteChange> Isolation::proposal(absl::Time now) {

@@ -13,9 +13,11 @@
 //                                                   +--FAILING--> (proposed) --> ISOLATED
 //
 // Both ends of a link judge it and may both propose; the call check keeps one proposal per
-// call, and the other is then already adopted. A rail is its rank's alone. A judge steps down on its own while a link is
-// isolated (little traffic, nothing to judge by): only the quiet time brings it back, and
-// only its traffic on probation decides whether it stays.
+// call, and the other is then already adopted. A link judged FAILING is told at once
+// (Options::failing), so that the call under way can go around it. A rail is its rank's
+// alone. A judge steps down on its own while a link is isolated (little traffic, nothing to
+// judge by): only the quiet time brings it back, and only its traffic on probation decides
+// whether it stays.
 #pragma once
 
 #include <atomic>
@@ -43,6 +45,9 @@ class Isolation {
     std::vector<std::string> link_device;
     /// The other ranks of this rank's host: the links its GPU's NVLinks serve.
     std::vector<int> host_peers;
+    /// Called on the monitor's thread, outside any lock, when the link to `peer` is judged
+    /// FAILING while in use: the link may act at once, before a call adopts the isolation.
+    std::function<void(int peer)> failing;
   };
   /// Reports a state this rank's link entered (ISOLATED, PROBATION, HEALTHY), for the health
   /// log and snapshot (health::Monitor::record). Called on the collective's thread.
@@ -84,8 +89,9 @@ class Isolation {
   /// The earliest time a proposal or a probation's end can be due, under mu_.
   void refresh_due() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   RouteChange change_of(Target t, bool isolate) const;
-  /// Records the judge's `change` on the entry of `target`.
-  void judge(Target target, const health::Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Records the judge's `change` on the entry of `target`; whether it made a target in use
+  /// FAILING.
+  bool judge(Target target, const health::Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The entry of the link to `peer`, its scope set.
   Link& link_to(int peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The change `link` just made, from `from`, for `why` where no counter is it.

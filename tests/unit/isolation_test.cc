@@ -28,14 +28,40 @@ Change judged(int peer, State from, State to) {
 
 struct Fixture {
   std::vector<Change> reported;
+  std::vector<int> told_failing;  ///< Options::failing's calls, by peer
   Isolation iso;
   absl::Time t0 = absl::FromUnixSeconds(1000);
 
   Fixture()
       : iso(Isolation::Options{.rank = 1, .quiet = absl::Seconds(30), .probation = absl::Seconds(10),
-                               .link_device = {"shm", "", "tcp", "tcp"}, .host_peers = {0}},
+                               .link_device = {"shm", "", "tcp", "tcp"}, .host_peers = {0},
+                               .failing = [this](int peer) { told_failing.push_back(peer); }},
             [this](const Change& c) { reported.push_back(c); }) {}
 };
+
+TEST(Isolation, ALinkJudgedFailingIsToldOnceAtTheJudgement) {
+  Fixture f;
+  f.iso.judged(judged(2, State::kHealthy, State::kSuspect));
+  EXPECT_TRUE(f.told_failing.empty()) << "SUSPECT is not FAILING";
+  f.iso.judged(judged(2, State::kSuspect, State::kFailing));
+  EXPECT_EQ(f.told_failing, std::vector<int>{2}) << "before any call adopts it";
+  Change nvlink = judged(3, State::kHealthy, State::kFailing);
+  nvlink.scope = {.kind = ScopeKind::kNvlink, .peer = 3, .gpu = 0, .link = 2, .device = "x"};
+  f.iso.judged(nvlink);
+  EXPECT_EQ(f.told_failing, (std::vector<int>{2, 3}));
+  auto p = f.iso.proposal(f.t0);
+  ASSERT_TRUE(p.has_value());
+  f.iso.adopted(*p, f.t0);
+  // FAILING again while isolated (the peer's word made it so first): nothing new to do.
+  f.iso.judged(judged(2, State::kFailing, State::kHealthy));
+  f.iso.judged(judged(2, State::kHealthy, State::kFailing));
+  EXPECT_EQ(f.told_failing, (std::vector<int>{2, 3}));
+  // A port under a rail is the rail's business, not a link's.
+  Change port = judged(-1, State::kHealthy, State::kFailing);
+  port.scope = {.kind = ScopeKind::kIbPort, .rail = 1, .device = "mlx5_1"};
+  f.iso.judged(port);
+  EXPECT_EQ(f.told_failing, (std::vector<int>{2, 3}));
+}
 
 TEST(Isolation, AFailingLinkIsIsolatedProbedAndReturned) {
   Fixture f;
