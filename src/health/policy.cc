@@ -58,9 +58,11 @@ constexpr const char* kIbq = "ibqueryerrors thresholds";
 // sent, since their count alone grows with the traffic: a busy healthy path retransmits a few
 // now and then (on these virtual hosts, tens at a job's start, under 0.3% of its segments),
 // while 1% lost already costs tcp much of its throughput and 3% most of it (Mathis et al.:
-// throughput falls as 1/sqrt(loss)). Judged once the path sent 200 segments in the window,
-// a window of 2 s: the clean segments before a loss began would dilute a longer one (on the
-// virtual cluster, 5% loss showed at 2-3% over 5 s, at 6% a second later).
+// throughput falls as 1/sqrt(loss)). Judged once the path sent 1000 segments in the window,
+// a window of 1 s: loss cuts a path's throughput several times over, so the clean segments
+// sent before it began dilute any window that holds them (on the virtual cluster, 5% loss
+// showed at 2-3% over 5 s; over 2 s it took until 2-4.7 s after the fault to show at 3%, as
+// the 10 times busier second before it left the window; over 1 s, a second sooner).
 constexpr const char* kTcp = "weft: tcp retransmits";
 constexpr const char* kWeft = "weft: transport observations";
 
@@ -83,7 +85,7 @@ Policy Policy::defaults() {
   Policy p;
   const Measure d = Measure::kDelta, r = Measure::kRate, v = Measure::kValue;
   p.rules = {
-      ratio("tcp_retransmits", "tcp_segments_sent", 200, 0.01, 0.03, absl::Seconds(2), kTcp),
+      ratio("tcp_retransmits", "tcp_segments_sent", 1000, 0.01, 0.03, absl::Seconds(1), kTcp),
       rule("link_stalls", d, 1, 3, kWeft),
       rule("link_failed_connects", d, 1, kNever, kWeft),
       // A link that lost a path or caught corruption carries on (transport/tcp/pair.hpp), but

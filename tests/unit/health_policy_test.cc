@@ -147,24 +147,24 @@ Sample segments(double retransmits, double sent, double at_seconds) {
 
 TEST(ScopeJudge, RetransmitsAreAShareOfTheSegmentsSent) {
   // The defaults: tcp_retransmits as a share of tcp_segments_sent, suspect at 1%, failing
-  // at 3%, judged once 200 segments went out in the window of 2 s.
+  // at 3%, judged once 1000 segments went out in the window of 1 s.
   Policy p = Policy::defaults();
   ScopeJudge j(reading("tcp_retransmits", 0, 0).scope);
   j.observe(segments(0, 0, 0), p);
   // A busy healthy path: 40 retransmits in 100000 segments, far more than the rate of 20/s
   // that an absolute rule would fail on, is 0.04%: nothing.
   EXPECT_FALSE(j.observe(segments(40, 100000, 1), p));
-  // A nearly idle path: 5 of 50 segments is 10%, but too few segments to judge.
+  // A nearly idle path: 50 of 500 segments is 10%, but too few segments to judge.
   ScopeJudge idle(reading("tcp_retransmits", 0, 0).scope);
   idle.observe(segments(0, 0, 0), p);
-  EXPECT_FALSE(idle.observe(segments(5, 50, 1), p));
+  EXPECT_FALSE(idle.observe(segments(50, 500, 1), p));
   // 5% loss: 250 of 5000 segments since the window's baseline (the reading at t=1).
   auto change = j.observe(segments(290, 105000, 6), p);
   ASSERT_TRUE(change);
   EXPECT_EQ(change->to, State::kFailing);
   EXPECT_DOUBLE_EQ(change->reason.measured, 0.05);
   EXPECT_EQ(change->reason.per, "tcp_segments_sent");
-  EXPECT_EQ(change->reason.text(), "tcp_retransmits ratio 5% >= 3% of tcp_segments_sent over 2s");
+  EXPECT_EQ(change->reason.text(), "tcp_retransmits ratio 5% >= 3% of tcp_segments_sent over 1s");
 }
 
 TEST(ScopeJudge, BurstBelowTheThresholdChangesNothing) {
