@@ -126,7 +126,7 @@ std::optional<size_t> Inbound::find_next() {
     }
   }
   scanning_ = true;
-  bool any_alive = false;
+  size_t alive = 0, blocked = 0;
   for (size_t i = 0; i < paths_.size(); ++i) {
     for (int k = 0; k < kMaxHeadsPerScan && paths_[i]->alive(); ++k) {
       if (!have_head(i)) break;
@@ -142,11 +142,18 @@ std::optional<size_t> Inbound::find_next() {
       }
       break;
     }
-    any_alive |= paths_[i]->alive();
+    if (!paths_[i]->alive()) continue;
+    ++alive;
+    blocked += heads_[i].frame && !stale(heads_[i]);  // whole, and beyond the byte needed
   }
-  if (!any_alive && failed_.ok() && !may_strand_) {
+  if (alive == 0 && failed_.ok() && !may_strand_) {
     failed_ = events_->no_path_left("receiving", paths_);
   }
+  // Every live path holds a whole frame beyond the byte needed next. That byte went over a
+  // path now gone, in an epoch this end still accepts (it asked for a resend before it saw
+  // the epoch), so it can only come from the sender's next epoch, queued behind these
+  // frames: ask again, which makes them stale, to be dropped and read past.
+  if (alive > 0 && blocked == alive && !resend_owed_) ask_resend();
   return std::nullopt;
 }
 
