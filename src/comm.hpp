@@ -49,6 +49,10 @@ class Comm : public LinkProvider, public LinkTending {
   /// call (collectives/call_check.hpp) and runs it. After a failure the communicator refuses
   /// further calls: links may hold a half-sent message.
   absl::Status run(CollectiveArgs args, const CallOptions& options);
+  /// Runs `body` with the links as a call has them: the tender held off, waits on this
+  /// thread tending every link. For what drives single links rather than a collective
+  /// (weft diag probe); every rank must reach it, as a call, or its peers wait.
+  absl::Status with_links(absl::FunctionRef<absl::Status(LinkProvider&)> body);
 
   absl::StatusOr<transport::Pair*> link(int peer, Deadline deadline) override;
 

@@ -9,5 +9,6 @@ int bench_command(int argc, char** argv);
 int info_command(int argc, char** argv);
 int cleanup_command(int argc, char** argv);
 int version_command(int argc, char** argv);
+int diag_command(int argc, char** argv);
 
 }  // namespace weft::tools

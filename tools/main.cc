@@ -15,7 +15,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", weft::tools::run_command},         {"bench", weft::tools::bench_command},
     {"info", weft::tools::info_command},       {"cleanup", weft::tools::cleanup_command},
-    {"version", weft::tools::version_command},
+    {"version", weft::tools::version_command}, {"diag", weft::tools::diag_command},
 };
 
 void usage(FILE* out) {
@@ -30,6 +30,8 @@ void usage(FILE* out) {
                "         (mpirun -np N weft bench allreduce -b 8 -e 256M -f 4 --compare mpi)\n"
                "  info   print the build, the transports, the algorithms and every WEFT_*\n"
                "         variable with its default and current value\n"
+               "  diag   which link is bad, how bad and why: diag probe measures every rank\n"
+               "         pair and rail (mpirun -np N weft diag probe)\n"
                "  cleanup  remove shared-memory rings a crashed job left in /dev/shm\n"
                "  version  print the version and how this binary was built (also --version)\n"
                "\n"

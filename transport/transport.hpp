@@ -194,7 +194,13 @@ class Pair {
   /// open. Both ends call it at the same point of their streams (a route change adopted at a
   /// call boundary, src/route.hpp). A link never takes its last usable path out of use; one
   /// with a single fixed path ignores it. The link's own thread only.
-  virtual void use_rail(std::string_view ifname, bool in_use) {}
+  ///
+  /// `announce` false: a change that is nobody's news (weft diag probe measuring one rail at
+  /// a time); the link counts it but does not log it. Route changes are logged.
+  virtual void use_rail(std::string_view ifname, bool in_use, bool announce = true) {}
+  /// The interfaces of the link's rails, in rail order: the names use_rail takes (tcp; empty
+  /// for a link with one fixed path). The link's own thread only.
+  virtual std::vector<std::string> rail_names() const { return {}; }
 
   /// Carries the link through a third rank rather than over its own paths (`on`), or back:
   /// for a link health took out of use (src/isolation.hpp) that still carries traffic (no

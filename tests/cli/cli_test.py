@@ -392,6 +392,44 @@ def test_20_compare_health_off_needs_the_monitor(cli):
     check("unset WEFT_HEALTH=off" in r.err, "a message saying what to do", r)
 
 
+def probe_json(r):
+    import json
+    try:
+        return json.loads(r.out)
+    except ValueError as e:
+        raise Failure(f"diag probe --json printed no JSON ({e})\n{r}")
+
+
+def test_23_diag_probe_measures_every_pair(cli):
+    for transport in ["shm", "tcp"]:
+        r = cli.under_mpirun(3, "diag", "probe", "-b", "64K", "-r", "3", "--pings", "5",
+                             "--json", env=dict(WEFT_TRANSPORT=transport))
+        check(r.rc == 0, f"{transport}: exit status 0 (nothing flagged on a healthy machine)", r)
+        j = probe_json(r)
+        check(j["schema"] == "weft.diag.probe/1" and j["ranks"] == 3, "the schema and rank count", r)
+        pairs = {(c["from"], c["to"]) for c in j["cells"] if c["path"] == "link"}
+        check(pairs == {(a, b) for a in range(3) for b in range(3) if a != b},
+              f"{transport}: both directions of every pair", r)
+        check(all(c["class"] == transport and c["bandwidth_GBps"] > 0 and c["latency_us"] > 0
+                  and len(c["repeats"]) == 3 for c in j["cells"]),
+              f"{transport}: every cell measured over {transport}, three repeats", r)
+        check(j["verdict"] == "healthy" and j["unjudged_classes"] == [],
+              "healthy, every class judged", r)
+
+
+def test_23_diag_probe_table_and_usage(cli):
+    r = cli.under_mpirun(2, "diag", "probe", "-b", "64K", "-r", "1", "--pings", "5")
+    check(r.rc == 0 and "# link: bandwidth GB/s" in r.out and "# verdict: healthy" in r.out,
+          "a table and a verdict", r)
+    check("fewer than 3 measurements" in r.out, "two ranks: says it cannot judge", r)
+    r = cli.run([cli.weft, "diag", "probe", "--help"], clean_env())
+    check(r.rc == 0 and "tournament" in r.out and "--plot" in r.out, "help", r)
+    r = cli.run([cli.weft, "diag", "probe", "--repeats", "0"], clean_env())
+    check(r.rc == 2 and "repeats" in r.err, "a bad value: exit 2 naming the option", r)
+    r = cli.run([cli.weft, "diag"], clean_env())
+    check(r.rc == 2 and "probe" in r.err, "no subcommand: exit 2 listing them", r)
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):

@@ -41,9 +41,10 @@ void LinkEvents::path_lost(const char* side, const Path& path, uint64_t at) {
 }
 
 void LinkEvents::resumed(uint32_t epoch, uint64_t from, uint64_t resent, const std::string& why,
-                         const std::string& live) {
+                         const std::string& live, bool quiet) {
   resumptions.add(1);
   bytes_resent.add(resent);
+  if (quiet) return;
   print_line(absl::StrCat("link rank ", self_, " -> rank ", peer_, ": resuming at offset ", from,
                           " (epoch ", epoch, ", ", resent, " bytes to send again) over ", live,
                           ": ", why));

@@ -22,9 +22,10 @@ class LinkEvents {
 
   /// `side` is "sending" or "receiving"; `at` the stream offset the side had reached.
   void path_lost(const char* side, const Path& path, uint64_t at);
-  /// The sender resumes at `from` in `epoch` over `live` (names of the paths).
+  /// The sender resumes at `from` in `epoch` over `live` (names of the paths). A `quiet` one
+  /// (weft diag probe moving a link from rail to rail, hundreds of times) is only counted.
   void resumed(uint32_t epoch, uint64_t from, uint64_t resent, const std::string& why,
-               const std::string& live);
+               const std::string& live, bool quiet = false);
   /// A data frame whose CRC32C did not match: the receiver dropped it and asked again.
   void checksum_mismatch(const Path& path, uint64_t offset, uint32_t length);
   /// The error once no path is left in one direction: names the link and every path tried.

@@ -90,7 +90,7 @@ void Outbound::detour(bool on) {
                      : "the detour ends: back on the link's rails");
 }
 
-void Outbound::set_in_use(size_t i, bool in_use) {
+void Outbound::set_in_use(size_t i, bool in_use, bool announce) {
   if (i >= paths_.size() || i >= 32 || !failed_.ok()) return;
   const uint32_t want = in_use ? want_out_of_use_ & ~(1U << i) : want_out_of_use_ | (1U << i);
   if (!in_use) {
@@ -101,6 +101,7 @@ void Outbound::set_in_use(size_t i, bool in_use) {
     if (others == 0) return;  // the link's last rail carries on
   }
   want_out_of_use_ = want;
+  announce_use_ = announce;
   apply_use();
 }
 
@@ -116,7 +117,7 @@ void Outbound::apply_use() {
   }
   // From the last byte sent: the receiver has every earlier one, or will read it where it
   // went (the rail stays open), and looks everywhere for what follows (Inbound::rails_changed).
-  restart(wire_, why);
+  restart(wire_, why, /*quiet=*/!announce_use_);
 }
 
 void Outbound::notice_deaths() {
@@ -326,7 +327,7 @@ void Outbound::lost(size_t i, std::string cause) {
   restart(acked_, absl::StrCat(path.name(), " failed"));
 }
 
-void Outbound::restart(uint64_t from, const std::string& why) {
+void Outbound::restart(uint64_t from, const std::string& why, bool quiet) {
   live_.clear();
   for (size_t i = 0; i < paths_.size(); ++i) {
     if (usable(i)) live_.push_back(i);
@@ -349,7 +350,7 @@ void Outbound::restart(uint64_t from, const std::string& why) {
   ++epoch_;
   epoch_start_ = from;
   wire_ = from;
-  events_->resumed(epoch_, from, resent, why, live_names());
+  events_->resumed(epoch_, from, resent, why, live_names(), quiet);
 }
 
 void Outbound::add_path(Path* data, Path* control, const std::string& why) {

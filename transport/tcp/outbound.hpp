@@ -50,7 +50,7 @@ class Outbound {
   void lost(size_t path, std::string cause);
   /// Takes rail `path` out of use for data (its sockets stay open) or back, from the next
   /// frame on: a new epoch from the last byte sent. Never takes out the last usable rail.
-  void set_in_use(size_t path, bool in_use);
+  void set_in_use(size_t path, bool in_use, bool announce = true);
 
   const absl::Status& failed() const { return failed_; }
   /// From now on, losing the last path leaves the half stranded (holding its bytes, sending
@@ -96,7 +96,8 @@ class Outbound {
   /// Whether rail `path` can carry data: both its sockets live, it is in use, and it is of
   /// the set the detour prefers (or that set has no live path).
   bool usable(size_t path) const;
-  void restart(uint64_t from, const std::string& why);
+  /// `quiet`: counted, not logged (a rail change nobody needs to hear of).
+  void restart(uint64_t from, const std::string& why, bool quiet = false);
   size_t path_for(uint64_t offset) const;
   std::string live_names() const;
 
@@ -118,6 +119,7 @@ class Outbound {
   uint64_t calls_ = 0;
   uint32_t out_of_use_ = 0;       ///< rails taken out of use, by bit
   uint32_t want_out_of_use_ = 0;  ///< as set_in_use asked: applied between frames
+  bool announce_use_ = true;      ///< whether that change is logged (set_in_use's announce)
   /// Applies want_out_of_use_ unless a frame is half sent: a frame left half sent on a rail
   /// the receiver no longer reads could never be finished once its socket fills.
   void apply_use();

@@ -235,13 +235,18 @@ void TcpPair::name_paths() const {
   paths_named_ = true;
 }
 
-void TcpPair::use_rail(std::string_view ifname, bool in_use) {
+void TcpPair::use_rail(std::string_view ifname, bool in_use, bool announce) {
   if (!paths_named_) name_paths();
   for (size_t r = 0; r < rails_; ++r) {
-    if (path_ifnames_[r] == ifname) out_->set_in_use(r, in_use);
+    if (path_ifnames_[r] == ifname) out_->set_in_use(r, in_use, announce);
   }
   // Where the peer's next frame comes from is no longer what its last one said.
   if (rails_ > 1) in_->rails_changed();
+}
+
+std::vector<std::string> TcpPair::rail_names() const {
+  if (!paths_named_) name_paths();
+  return path_ifnames_;
 }
 
 absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {

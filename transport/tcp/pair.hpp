@@ -117,7 +117,8 @@ class TcpPair : public Pair {
   void read_path_counters(PathCounterSink sink) const override;
   bool tend() override;
   void inject_corruption(double rate) override;
-  void use_rail(std::string_view ifname, bool in_use) override;
+  void use_rail(std::string_view ifname, bool in_use, bool announce = true) override;
+  std::vector<std::string> rail_names() const override;
   /// Asks the intake for a path through a third rank (only the dialer makes one) and, once
   /// there is one, carries the stream over it alone (Outbound::detour).
   void detour(bool on) override { detour_wanted_.store(on, std::memory_order_release); }
