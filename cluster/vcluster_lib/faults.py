@@ -93,12 +93,16 @@ def loss(ctx, args):
     a, b = _pair(ctx, args.a, args.b)
     if not 0.0 < args.p <= 1.0:
         raise cl.ClusterError(f"loss: P={args.p} must lie in (0, 1], e.g. 0.02 for 2%")
-    fid = f"loss-{a}-{b}"
+    rail = args.rail
+    if rail is not None:
+        cl.check_rail(ctx.info, rail)
+    fid = f"loss-{a}-{b}" + ("" if rail is None else f"-r{rail}")
+    where = "" if rail is None else f" on rail {rail} ({nm.rail_if(rail)})"
     _replace_existing(ctx, fid)
     _record(ctx, {"id": fid, "kind": "loss", "hosts": [a, b], "probability": args.p,
                   "desc": f"drop {args.p:.4g} ({args.p * 100:.3g}%) of packets between "
-                          f"{a} and {b}, each way"})
-    _drop_between(ctx, a, b, fid, probability=args.p)
+                          f"{a} and {b}{where}, each way"})
+    _drop_between(ctx, a, b, fid, probability=args.p, rail=rail)
 
 
 def partition(ctx, args):
@@ -538,10 +542,13 @@ def _xid_args(p):
 
 # name -> (help, argument adder, apply).
 KINDS = {
-    "loss": ("drop fraction P of packets between hosts A and B (both ways; iptables statistic)",
+    "loss": ("drop fraction P of packets between hosts A and B (both ways; iptables "
+             "statistic; on one rail with --rail K)",
              lambda p: (_hosts(p, "A", "B"),
                         p.add_argument("p", type=float, metavar="P",
-                                       help="fraction of packets, e.g. 0.02")), loss),
+                                       help="fraction of packets, e.g. 0.02"),
+                        p.add_argument("--rail", type=int, metavar="K",
+                                       help="only rail K (default: every address)")), loss),
     "partition": ("no packets between hosts A and B (on one rail with --rail K); every other "
                   "pair still talks",
                   lambda p: (_hosts(p, "A", "B"),

@@ -1,35 +1,41 @@
 // `weft diag`: which link is bad, how bad and why. Each subcommand prints a table, or JSON
 // with --json (docs/DIAG.md), and exits 0 healthy, 1 degraded or failed, 2 could not run.
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "src/base/env.hpp"
 #include "tools/commands.hpp"
-#include "tools/diag/outliers.hpp"
-#include "tools/diag/probe.hpp"
-#include "tools/diag/probe_report.hpp"
-#include "tools/diag/script.hpp"
-#include "tools/job.hpp"
-#include "tools/sweep.hpp"
+#include "tools/diag/diag_run.hpp"
 
 namespace weft::tools {
 namespace {
 
-constexpr int kHealthy = 0, kDegraded = 1, kCannotRun = 2;
+using diag::DiagFlags;
 
-struct ProbeFlags {
-  diag::ProbeOptions probe;
-  diag::OutlierOptions outliers;
-  std::string bytes = "4M";
-  bool json = false;
-  std::string plot;
-};
+// The probe's options, shared by probe and health (which probes first).
+void add_probe_options(CLI::App& app, DiagFlags& f) {
+  app.add_option("-b,--bytes", f.bytes, "bandwidth transfer size (K, M, G suffixes)")
+      ->capture_default_str();
+  app.add_option("-r,--repeats", f.probe.repeats, "times the whole schedule runs; most must agree")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--transfers", f.probe.transfers,
+                 "timed transfers per bandwidth measurement; the fastest counts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--pings", f.probe.pings, "round trips per latency measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--threshold", f.outliers.threshold,
+                 "slow below this share of the class median bandwidth")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 0.99));
+  app.add_flag("--no-rails", [&f](int64_t) { f.probe.rails = false; },
+               "measure each link as a whole only, not each rail alone");
+}
 
-void add_probe(CLI::App& diag, ProbeFlags& f) {
+void add_probe(CLI::App& diag, DiagFlags& f) {
   CLI::App* probe = diag.add_subcommand(
       "probe", "every rank pair's latency and bandwidth; flags the slow ones (under mpirun)");
   probe->footer(
@@ -42,83 +48,41 @@ void add_probe(CLI::App& diag, ProbeFlags& f) {
       "Isolation is off while it runs (WEFT_ISOLATE): a link that health would take out of\n"
       "use is what the probe looks for. Exit status: 0 nothing flagged, 1 flagged, 2 could\n"
       "not run.");
-  probe->add_option("-b,--bytes", f.bytes, "bandwidth transfer size (K, M, G suffixes)")
-      ->capture_default_str();
-  probe->add_option("-r,--repeats", f.probe.repeats, "times the whole schedule runs")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  probe->add_option("--pings", f.probe.pings, "round trips per latency measurement")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  probe->add_option("--transfers", f.probe.transfers,
-                    "timed transfers per bandwidth measurement; the fastest counts")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  probe->add_option("--threshold", f.outliers.threshold,
-                    "slow below this share of the class median bandwidth")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 0.99));
-  probe->add_flag("--no-rails", [&f](int64_t) { f.probe.rails = false; },
-                  "measure each link as a whole only, not each rail alone");
+  add_probe_options(*probe, f);
   probe->add_flag("--json", f.json, "print JSON (schema weft.diag.probe/1) instead of the table");
   probe->add_option("--plot", f.plot, "also draw the bandwidth matrices as heat maps into FILE.png")
       ->type_name("FILE.png");
 }
 
-int run_probe_command(const ProbeFlags& flags, int argc, char** argv) {
-  ProbeFlags f = flags;
-  if (!parse_bytes(f.bytes.c_str(), &f.probe.message_bytes) || f.probe.message_bytes == 0) {
-    std::fprintf(stderr, "weft diag probe: bad --bytes '%s': a size such as 64K, 4M or 1G\n",
-                 f.bytes.c_str());
-    return kCannotRun;
-  }
-  // The probe measures links as they are: isolation would detour the bad one it looks for,
-  // and the health monitor's log would interleave with the table (diag health reads both).
-  setenv(env::kIsolate.name, "off", 1);
-  setenv(env::kHealth.name, "off", 1);
-  auto job = join_job(&argc, &argv);
-  if (!job.ok()) {
-    std::fprintf(stderr, "weft diag probe: cannot join the job: %s\n",
-                 job.status().ToString().c_str());
-    return leave_job(nullptr, kCannotRun);
-  }
-  const int rank = job->comm->rank();
-  if (job->comm->size() < 2) {
-    std::fprintf(stderr, "weft diag probe: one rank has no pairs; launch 2 or more "
-                         "(mpirun -np N weft diag probe)\n");
-    return leave_job(&*job, kCannotRun);
-  }
-  auto result = diag::run_probe(*job->comm, f.probe, [&f](const std::string& line) {
-    std::fprintf(stderr, "%s\n", line.c_str());
-  });
-  if (!result.ok()) {
-    std::fprintf(stderr, "weft diag probe: rank %d: %s\n", rank, result.status().ToString().c_str());
-    return leave_job(&*job, kCannotRun);
-  }
-  diag::ProbeReport report{*std::move(result), f.probe, f.outliers, {}};
-  report.unjudged_classes = diag::judge(report.result.cells, f.outliers);
-  int verdict = report.flagged_cells() > 0 ? kDegraded : kHealthy;
-  if (rank == 0) {
-    const nlohmann::json j = diag::probe_json(report);
-    std::fputs(f.json ? (j.dump(2) + "\n").c_str() : diag::probe_table(report).c_str(), stdout);
-    std::fflush(stdout);
-    if (!f.plot.empty()) {
-      const std::string data = f.plot + ".json";
-      std::ofstream(data) << j.dump() << "\n";
-      if (absl::Status s = run_script("plot-probe", {data, "-o", f.plot}); !s.ok()) {
-        std::fprintf(stderr, "weft diag probe: no plot: %s\n", std::string(s.message()).c_str());
-        verdict = kCannotRun;
-      }
-      std::remove(data.c_str());
-    }
-  }
-  // Every rank leaves together, once rank 0 has printed and drawn: a rank that left earlier
-  // would close links the others still acknowledge on.
-  if (absl::Status s = job->comm->barrier(); !s.ok()) {
-    std::fprintf(stderr, "weft diag probe: rank %d: %s\n", rank, s.ToString().c_str());
-    return leave_job(&*job, kCannotRun);
-  }
-  return leave_job(&*job, verdict);
+void add_health(CLI::App& diag, DiagFlags& f) {
+  CLI::App* health = diag.add_subcommand(
+      "health", "the verdict per link, rail, GPU, NVLink and port, from probe and counters");
+  health->footer(
+      "Probes every pair (as weft diag probe) while each rank's health monitor reads its\n"
+      "counters (tcp retransmits, NVML ECC and NVLink errors, InfiniBand port counters,\n"
+      "stalls), then gives each link, rail, GPU, NVLink and InfiniBand port of the job one\n"
+      "state, HEALTHY, SUSPECT or FAILING, with the counter or measurement and the threshold\n"
+      "that decided it (docs/HEALTH.md has the rules). Launch it on the job's ranks:\n"
+      "  mpirun -np N weft diag health\n"
+      "Exit status: 0 every scope HEALTHY, 1 any SUSPECT or FAILING, 2 could not run.");
+  add_probe_options(*health, f);
+  health->add_flag("--no-probe", f.no_probe, "judge the counters alone (a few seconds)");
+  health->add_flag("--json", f.json, "print JSON (schema weft.diag.health/1) instead of the table");
+}
+
+void add_counters(CLI::App& diag, DiagFlags& f) {
+  CLI::App* counters = diag.add_subcommand(
+      "counters", "every counter the health sources read, as values and rates");
+  counters->footer(
+      "Reads every counter each rank's health monitor reads (NVML, InfiniBand sysfs, each\n"
+      "link's transport and TCP_INFO) twice, --interval apart, and prints the values and the\n"
+      "rates between. Each link is used once first (a 4 KiB exchange), as links show their\n"
+      "counters once used. Launch it on the job's ranks (mpirun -np N weft diag counters), or\n"
+      "alone for this host's GPUs and ports.");
+  counters->add_option("-i,--interval", f.interval_s, "seconds between the two readings")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  counters->add_flag("--json", f.json, "print JSON (schema weft.diag.counters/1)");
 }
 
 }  // namespace
@@ -128,23 +92,28 @@ int diag_command(int argc, char** argv) {
                 "failed, 2 could not run.",
                 "weft diag");
   diag.require_subcommand(1, 1);
-  ProbeFlags probe;
+  DiagFlags probe, health, counters;
   add_probe(diag, probe);
+  add_health(diag, health);
+  add_counters(diag, counters);
   diag.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("weft diag: ") + e.what() + " (try weft diag --help, or weft diag SUBCOMMAND --help)\n";
+    return std::string("weft diag: ") + e.what() +
+           " (try weft diag --help, or weft diag SUBCOMMAND --help)\n";
   });
   if (argc < 2) {
     std::fprintf(stderr, "weft diag: name a subcommand\n\n%s", diag.help().c_str());
-    return kCannotRun;
+    return diag::kCannotRun;
   }
   try {
     diag.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = diag.exit(e);
-    return rc == 0 ? 0 : kCannotRun;
+    return rc == 0 ? 0 : diag::kCannotRun;
   }
-  if (diag.got_subcommand("probe")) return run_probe_command(probe, argc, argv);
-  return kCannotRun;
+  if (diag.got_subcommand("probe")) return diag::run_probe_command(probe, argc, argv);
+  if (diag.got_subcommand("health")) return diag::run_health_command(health, argc, argv);
+  if (diag.got_subcommand("counters")) return diag::run_counters_command(counters, argc, argv);
+  return diag::kCannotRun;
 }
 
 }  // namespace weft::tools

@@ -1,0 +1,21 @@
+// What one rank's health monitor saw while weft diag ran: every scope it watches, the worst
+// state each reached (with the counter and threshold that decided it) and its counters, as
+// JSON for gather_json.
+#pragma once
+
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "weft/weft.hpp"
+
+namespace weft::tools::diag {
+
+/// Drains the rank's state changes since the communicator started and reads its scopes.
+/// `earlier`, if not null, is health() taken `interval` before: each cumulative counter then
+/// also gets its rate over that interval ("rate_interval").
+nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlier,
+                       absl::Duration interval);
+
+/// The scope fields of HealthScope as JSON.
+nlohmann::json scope_json(const HealthScope& s);
+
+}  // namespace weft::tools::diag
