@@ -65,12 +65,18 @@ void worsen(Verdict& v, const std::string& state) {
 // The scope's whole-run ratio for `rule` (kRatio), as evidence when it passes a threshold.
 std::optional<nlohmann::json> whole_run_ratio(const nlohmann::json& scope, const health::Rule& rule,
                                               size_t rank) {
-  double value = -1, per = -1;
+  double value = -1, per = -1, spurious = 0;
+  const std::string spurious_name = rule.counter + "_spurious";
   for (const nlohmann::json& c : scope.value("counters", nlohmann::json::array())) {
     if (c.value("name", "") == rule.counter) value = c.value("value", 0.0);
     if (c.value("name", "") == rule.per) per = c.value("value", 0.0);
+    if (c.value("name", "") == spurious_name) spurious = c.value("value", 0.0);
   }
   if (value < 0 || per < rule.min_per || per <= 0) return std::nullopt;
+  // Retransmissions the peer already had (D-SACK) are reordering, not loss: over a whole
+  // run both counts are final, so they can be taken off (a window's could not: the
+  // duplicate report comes after the retransmission).
+  value = std::max(0.0, value - spurious);
   const double ratio = value / per;
   const bool failing = ratio >= rule.failing;
   if (!failing && ratio < rule.suspect) return std::nullopt;
@@ -79,9 +85,13 @@ std::optional<nlohmann::json> whole_run_ratio(const nlohmann::json& scope, const
       {"source", "counter"}, {"rank", rank}, {"state", failing ? "FAILING" : "SUSPECT"},
       {"counter", rule.counter}, {"measure", "ratio"}, {"measured", ratio},
       {"threshold", threshold}, {"value", value}, {"per", rule.per}, {"per_value", per},
-      {"reason", absl::StrFormat("%s %.0f of %.0f %s (%.3g%%) over the run >= %.3g%%",
+      {"spurious", spurious},
+      {"reason", absl::StrFormat("%s %.0f of %.0f %s (%.3g%%) over the run >= %.3g%%%s",
                                  rule.counter, value, per, rule.per, ratio * 100,
-                                 threshold * 100)}};
+                                 threshold * 100,
+                                 spurious > 0 ? absl::StrFormat(" (%.0f spurious not counted)",
+                                                                spurious)
+                                              : "")}};
 }
 
 }  // namespace

@@ -351,6 +351,7 @@ void TcpPair::read_path_counters(PathCounterSink sink) const {
     SocketPathInfo info;
     if (data.dead_seen_elsewhere() || !read_socket_path_info(data.fd(), &info)) continue;
     sink(path, "tcp_retransmits", static_cast<double>(info.retransmits), true);
+    sink(path, "tcp_retransmits_spurious", static_cast<double>(info.dsack_dups), true);
     sink(path, "tcp_segments_sent", static_cast<double>(info.segments_sent), true);
     sink(path, "tcp_bytes_retransmitted", static_cast<double>(info.bytes_retrans), true);
     sink(path, "tcp_bytes_sent", static_cast<double>(info.bytes_sent), true);

@@ -10,6 +10,9 @@ namespace weft::transport::tcp {
 
 struct SocketPathInfo {
   uint64_t retransmits = 0;     ///< segments retransmitted over the socket's life
+  /// of those, the peer reported this many as duplicates (D-SACK): spurious retransmissions
+  /// after reordering or an early timer, not loss (Linux 4.19+)
+  uint64_t dsack_dups = 0;
   uint64_t lost = 0;            ///< segments presumed lost now (a level, not a total)
   uint64_t rtt_us = 0;          ///< smoothed round-trip time
   uint64_t rttvar_us = 0;       ///< its variation
