@@ -430,6 +430,102 @@ def test_23_diag_probe_table_and_usage(cli):
     check(r.rc == 2 and "probe" in r.err, "no subcommand: exit 2 listing them", r)
 
 
+class FakeHardware:
+    """A fake NVML state (two GPUs, one NVLink each way) and a fake InfiniBand port whose
+    rail is loopback, as the virtual cluster makes them (cluster/vcluster_lib/devices.py);
+    storm() grows a counter in the background while a job runs."""
+
+    def __init__(self, cli, tmp):
+        import json
+        self.json = json
+        self.lib = os.path.join(os.path.dirname(cli.weft), "..", "tests", "fakes", "libnvidia-ml.so.1")
+        if not os.path.exists(self.lib):
+            raise Skip("no fake NVML built")
+        self.state = os.path.join(tmp, "nvml.json")
+        self.sys = os.path.join(tmp, "sys")
+        self.gpus = [{"bus_id": f"00000000:{0x18 + g:02X}:00.0", "ecc": {"corrected": 0, "uncorrected": 0},
+                      "nvlinks": [{"active": True, "remote_bus_id": f"00000000:{0x19 - g:02X}:00.0",
+                                   "crc_flit": 0, "crc_data": 0, "replay": 0, "recovery": 0}],
+                      "xids": []} for g in range(2)]
+        self.write_nvml()
+        port = os.path.join(self.sys, "class", "infiniband", "mlx5_0", "ports", "1")
+        os.makedirs(os.path.join(port, "counters"))
+        os.makedirs(os.path.join(port, "gid_attrs", "ndevs"))
+        for name, text in {"state": "4: ACTIVE", "phys_state": "5: LinkUp",
+                           "rate": "100 Gb/sec (4X EDR)", "gid_attrs/ndevs/0": "lo",
+                           "counters/symbol_error": "0"}.items():
+            with open(os.path.join(port, name), "w") as f:
+                f.write(text + "\n")
+        self.port = port
+        self.env = dict(WEFT_NVML_LIBRARY=self.lib, WEFT_FAKE_NVML_STATE=self.state,
+                        WEFT_IB_SYSFS_ROOT=self.sys, WEFT_TRANSPORT="tcp", WEFT_SOCKET_IFNAME="lo")
+
+    def write_nvml(self):
+        with open(self.state + ".tmp", "w") as f:
+            self.json.dump({"gpus": self.gpus}, f)
+        os.replace(self.state + ".tmp", self.state)
+
+    def storm(self, seconds):
+        """crc_flit on GPU 0's NVLink grows 1000/s for `seconds`, in a thread."""
+        def grow():
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                self.gpus[0]["nvlinks"][0]["crc_flit"] += 100
+                self.write_nvml()
+                time.sleep(0.1)
+        t = threading.Thread(target=grow, daemon=True)
+        t.start()
+        return t
+
+
+def test_23_diag_topo_and_counters_show_the_fake_hardware(cli):
+    import json
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        hw = FakeHardware(cli, tmp)
+        r = cli.under_mpirun(2, "diag", "topo", "--json", env=hw.env)
+        check(r.rc == 0, "topo: exit 0, every port and NVLink up", r)
+        topo = json.loads(r.out)
+        check(topo["schema"] == "weft.diag.topo/1", "topo: the schema", r)
+        buses = sorted(g["bus_id"] for rank in topo["ranks"] for g in rank["gpus"])
+        check(buses == ["0000:18:00.0", "0000:19:00.0"], "topo: each rank its fake GPU", r)
+        link = topo["ranks"][0]["gpus"][0]["nvlinks"][0]
+        check(link["to_rank"] == 1 and link["up"], "topo: rank 0's NVLink reaches rank 1", r)
+        port = topo["ranks"][0]["ib_ports"][0]
+        check((port["device"], port["state"], port["width"], port["rate_gbps"], port["rail"]) ==
+              ("mlx5_0", "ACTIVE", 4, 100, 0), "topo: the fake port, its state, width, speed, rail", r)
+        check(topo["pairs"][0]["path"] == "tcp over lo", "topo: the pair's path", r)
+        r = cli.under_mpirun(2, "diag", "topo", env=hw.env)
+        check(r.rc == 0 and "mlx5_0" in r.out and "# pairs" in r.out, "topo: the table", r)
+
+        r = cli.under_mpirun(2, "diag", "counters", "--interval", "0.5", "--json", env=hw.env)
+        check(r.rc == 0, "counters: exit 0", r)
+        names = {c["name"] for rank in json.loads(r.out)["ranks"] for s in rank["scopes"]
+                 for c in s["counters"]}
+        for name in ["nvlink_crc_flit", "ecc_corrected", "ib_symbol_error", "tcp_retransmits",
+                     "link_bytes_sent"]:
+            check(name in names, f"counters: {name}", r)
+
+        with open(os.path.join(hw.port, "state"), "w") as f:
+            f.write("1: DOWN\n")
+        r = cli.under_mpirun(2, "diag", "topo", env=hw.env)
+        check(r.rc == 1 and "DOWN" in r.out, "topo: a port down is exit 1", r)
+
+
+def test_23_diag_health_reports_a_storm(cli):
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        hw = FakeHardware(cli, tmp)
+        r = cli.under_mpirun(2, "diag", "health", "--no-probe", env=hw.env)
+        check(r.rc == 0 and "# verdict: healthy" in r.out, "no storm: healthy", r)
+        storm = hw.storm(30)
+        r = cli.under_mpirun(2, "diag", "health", "--no-probe", env=dict(hw.env, WEFT_HEALTH_INTERVAL_MS="100"))
+        check(r.rc == 1, "a storm: exit 1", r)
+        check(re.search(r"FAILING +nvlink 0 of gpu 0 .*of rank 0.*nvlink_crc_flit rate [0-9.]+/s >= 100/s",
+                        r.out), "the NVLink, the counter, its rate and the threshold", r)
+        del storm
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):

@@ -85,6 +85,20 @@ void add_counters(CLI::App& diag, DiagFlags& f) {
   counters->add_flag("--json", f.json, "print JSON (schema weft.diag.counters/1)");
 }
 
+void add_topo(CLI::App& diag, DiagFlags& f) {
+  CLI::App* topo = diag.add_subcommand(
+      "topo", "ranks, hosts, GPUs and NVLinks, InfiniBand ports, rails, and each pair's path");
+  topo->footer(
+      "Each rank's host, its GPUs and their NVLinks (NVML: the far end's bus id and the rank\n"
+      "that uses it), its InfiniBand ports with state, width and speed (sysfs), its rails\n"
+      "with their speed, and for every rank pair the path weft uses (shm, or tcp over which\n"
+      "rails) and the bandwidth that path should carry (the slower end's port or interface\n"
+      "speed, summed over rails). Launch it on the job's ranks: mpirun -np N weft diag topo.\n"
+      "Exit status: 0 every port and NVLink up at its best, 1 one is down or degraded, 2\n"
+      "could not run.");
+  topo->add_flag("--json", f.json, "print JSON (schema weft.diag.topo/1)");
+}
+
 }  // namespace
 
 int diag_command(int argc, char** argv) {
@@ -92,10 +106,11 @@ int diag_command(int argc, char** argv) {
                 "failed, 2 could not run.",
                 "weft diag");
   diag.require_subcommand(1, 1);
-  DiagFlags probe, health, counters;
+  DiagFlags probe, health, counters, topo;
+  add_topo(diag, topo);
   add_probe(diag, probe);
-  add_health(diag, health);
   add_counters(diag, counters);
+  add_health(diag, health);
   diag.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("weft diag: ") + e.what() +
            " (try weft diag --help, or weft diag SUBCOMMAND --help)\n";
@@ -113,6 +128,7 @@ int diag_command(int argc, char** argv) {
   if (diag.got_subcommand("probe")) return diag::run_probe_command(probe, argc, argv);
   if (diag.got_subcommand("health")) return diag::run_health_command(health, argc, argv);
   if (diag.got_subcommand("counters")) return diag::run_counters_command(counters, argc, argv);
+  if (diag.got_subcommand("topo")) return diag::run_topo_command(topo, argc, argv);
   return diag::kCannotRun;
 }
 

@@ -13,6 +13,7 @@
 #include "tools/diag/observe.hpp"
 #include "tools/diag/probe_report.hpp"
 #include "tools/diag/script.hpp"
+#include "tools/diag/topo.hpp"
 #include "tools/diag/verdict.hpp"
 #include "tools/job.hpp"
 #include "tools/sweep.hpp"
@@ -145,20 +146,41 @@ int run_health_command(const DiagFlags& flags, int argc, char** argv) {
   return job.leave(degraded(verdicts) ? kDegraded : kHealthy);
 }
 
+// Opens every link with one small exchange over each (in tournament rounds, as the probe
+// does), for what shows only once links are used (their counters, their rails), and waits
+// for the monitor's next reading.
+absl::Status touch_every_link(Communicator& comm) {
+  if (comm.size() > 1) {
+    ProbeOptions touch;
+    touch.message_bytes = 4096, touch.pings = 1, touch.transfers = 1, touch.repeats = 1;
+    touch.rails = false;
+    if (auto r = run_probe(comm, touch, nullptr); !r.ok()) return r.status();
+  }
+  absl::SleepFor(2 * monitor_interval());
+  return absl::OkStatus();
+}
+
+int run_topo_command(const DiagFlags& f, int argc, char** argv) {
+  DiagJob job("topo");
+  if (!job.join(argc, argv, /*health=*/true)) return job.leave(kCannotRun);
+  if (absl::Status s = touch_every_link(job.comm()); !s.ok()) return job.failed(s);
+  auto mine = describe_rank(job.comm());
+  if (!mine.ok()) return job.failed(mine.status());
+  auto all = gather_json(job.comm(), *mine);
+  if (!all.ok()) return job.failed(all.status());
+  const nlohmann::json topo = topo_json(*all);
+  if (job.printer()) {
+    std::fputs(f.json ? (topo.dump(2) + "\n").c_str() : topo_table(topo).c_str(), stdout);
+  }
+  return job.leave(topo_degraded(topo) ? kDegraded : kHealthy);
+}
+
 int run_counters_command(const DiagFlags& flags, int argc, char** argv) {
   DiagFlags f = flags;
   DiagJob job("counters");
   if (!job.join(argc, argv, /*health=*/true)) return job.leave(kCannotRun);
-  if (job.comm().size() > 1) {
-    // Links show their counters once used: one small exchange over each, no more.
-    ProbeOptions touch;
-    touch.message_bytes = 4096, touch.pings = 1, touch.transfers = 1, touch.repeats = 1;
-    touch.rails = false;
-    if (auto r = run_probe(job.comm(), touch, nullptr); !r.ok()) return job.failed(r.status());
-  }
+  if (absl::Status s = touch_every_link(job.comm()); !s.ok()) return job.failed(s);
   const auto interval = absl::Seconds(f.interval_s);
-  // The first reading is the monitor's next one after the links opened.
-  absl::SleepFor(2 * monitor_interval());
   const std::vector<LinkHealth> before = job.comm().health();
   absl::SleepFor(interval);
   auto seen = gather_json(job.comm(), observe(job.comm(), &before, interval));

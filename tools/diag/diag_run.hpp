@@ -1,4 +1,4 @@
-// Running weft diag's job subcommands (probe, health, counters) once their flags are parsed
+// Running weft diag's job subcommands (probe, health, counters, topo) once their flags are parsed
 // (diag_command.cc): join the job, measure, gather, print on rank 0, leave together.
 #pragma once
 
@@ -24,5 +24,6 @@ struct DiagFlags {
 int run_probe_command(const DiagFlags& flags, int argc, char** argv);
 int run_health_command(const DiagFlags& flags, int argc, char** argv);
 int run_counters_command(const DiagFlags& flags, int argc, char** argv);
+int run_topo_command(const DiagFlags& flags, int argc, char** argv);
 
 }  // namespace weft::tools::diag
