@@ -61,7 +61,8 @@ Comm::Comm(int rank, int size, Config config)
     : rank_(rank),
       size_(size),
       config_(std::move(config)),
-      timeout_ns_(std::max<int64_t>(absl::ToInt64Nanoseconds(config_.timeout), 0)) {}
+      timeout_ns_(std::max<int64_t>(absl::ToInt64Nanoseconds(config_.timeout), 0)),
+      route_history_(rank) {}
 
 Comm::~Comm() = default;
 
@@ -154,6 +155,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   comm->topology_ = *std::move(topology);
   for (auto& t : comm->transports_) t->learn_peers(*peers);
   comm->route_ = Route(comm->topology_.peers());
+  comm->route_history_.record(comm->route_, "", absl::Now());
   comm->shm_only_ = comm->topology_.every_link_over("shm");
   // Cores of the machine, not of this process: mpirun binds each rank to its own core, and
   // ranks bound to distinct cores are not oversubscribed. Ranks in other namespaces of this
@@ -204,7 +206,10 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
           std::move(o), [c](const health::Change& change) { c->watch_->monitor()->record(change); });
       judged = [iso = comm->isolation_.get()](const health::Change& change) { iso->judged(change); };
     }
-    if (absl::Status s = comm->watch_->start(*peers, walk, std::move(judged)); !s.ok()) return s;
+    auto route = [c] { return c->route_history_.json(); };
+    if (absl::Status s = comm->watch_->start(*peers, walk, std::move(judged), route); !s.ok()) {
+      return s;
+    }
   }
 
   // The relay is allocated and touched once here, never on the data path.
@@ -451,6 +456,7 @@ void Comm::adopt(const RouteChange& change) {
                               : "");
   }
   if (line.empty()) return;
+  route_history_.record(route_, line, absl::Now());
   // The choices cached per kind were made for the links of the last epoch.
   for (LastChoice& last : last_choice_) last = LastChoice{};
   const int a = static_cast<int>(change.a), b = static_cast<int>(change.b);

@@ -20,6 +20,7 @@
 #include "src/isolation.hpp"
 #include "src/link_tender.hpp"
 #include "src/route.hpp"
+#include "src/route_history.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 
@@ -121,6 +122,7 @@ class Comm : public LinkProvider, public LinkTending {
   bool shm_only_ = false;  // every link is over shm (algorithm choice)
   bool every_rank_here_ = false;  // as create() was told; a shrunk communicator inherits it
   Route route_;  // the ring and the links in use, this epoch
+  RouteHistory route_history_;  // route_ for other threads (GET /route), with its changes
   std::vector<std::string> rail_ifnames_;  // tcp rails by number (WEFT_SOCKET_IFNAME)
   // By peer rank; null until used. The collective's thread alone sets and resets them, and
   // does so under links_mu_; other threads (link_stats) read them under it too, so the

@@ -10,5 +10,6 @@ int info_command(int argc, char** argv);
 int cleanup_command(int argc, char** argv);
 int version_command(int argc, char** argv);
 int diag_command(int argc, char** argv);
+int health_command(int argc, char** argv);
 
 }  // namespace weft::tools

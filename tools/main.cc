@@ -16,6 +16,7 @@ constexpr Command kCommands[] = {
     {"run", weft::tools::run_command},         {"bench", weft::tools::bench_command},
     {"info", weft::tools::info_command},       {"cleanup", weft::tools::cleanup_command},
     {"version", weft::tools::version_command}, {"diag", weft::tools::diag_command},
+    {"health", weft::tools::health_command},
 };
 
 void usage(FILE* out) {
@@ -32,6 +33,8 @@ void usage(FILE* out) {
                "         variable with its default and current value\n"
                "  diag   which link is bad, how bad and why: diag probe measures every rank\n"
                "         pair and rail (mpirun -np N weft diag probe)\n"
+               "  health what a running job is doing about its links: states, isolated links,\n"
+               "         route changes and counters from every rank's endpoint (--watch)\n"
                "  cleanup  remove shared-memory rings a crashed job left in /dev/shm\n"
                "  version  print the version and how this binary was built (also --version)\n"
                "\n"

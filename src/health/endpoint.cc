@@ -11,7 +11,8 @@
 
 namespace weft::health {
 
-absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor, int port) {
+absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor, int port,
+                                                         std::function<std::string()> route) {
   std::unique_ptr<Endpoint> e(new Endpoint());
   e->server_ = std::make_unique<httplib::Server>();
   httplib::Server& server = *e->server_;
@@ -34,8 +35,14 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor
     res.set_content(prometheus_text(monitor.rank(), monitor.snapshot()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
+  if (route) {
+    server.Get("/route", [route = std::move(route)](const httplib::Request&, httplib::Response& res) {
+      res.set_content(route() + "\n", "application/json");
+    });
+  }
   server.Get("/", [port](const httplib::Request&, httplib::Response& res) {
-    res.set_content("weft health endpoint: GET /health (JSON), GET /metrics (Prometheus)\n",
+    res.set_content("weft health endpoint: GET /health (JSON), GET /metrics (Prometheus), GET "
+                    "/route (JSON: route epoch, ring, changes)\n",
                     "text/plain");
   });
   if (!server.bind_to_port("127.0.0.1", port)) {

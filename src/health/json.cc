@@ -65,7 +65,8 @@ std::string health_json(int rank, const std::vector<ScopeHealth>& scopes, absl::
     put_scope(e, s.scope);
     e["state"] = std::string(state_name(s.state));
     e["since"] = iso_time(s.since);
-    if (!s.reason.counter.empty()) {
+    if (!s.reason.counter.empty() || !s.reason.note.empty()) {
+      // What the communicator did (ISOLATED, PROBATION) may have no counter: its note.
       nlohmann::json why;
       put_reason(why, s.reason);
       why["text"] = s.reason.text();

@@ -51,7 +51,8 @@ void Watch::describe_self(PeerInfo& self) const {
 }
 
 absl::Status Watch::start(const std::vector<PeerInfo>& peers, LinkWalker walk,
-                          std::function<void(const Change&)> also) {
+                          std::function<void(const Change&)> also,
+                          std::function<std::string()> route) {
   auto policy = Policy::from_config(config_);
   if (!policy.ok()) return policy.status();
   std::vector<std::unique_ptr<Source>> sources;
@@ -79,7 +80,8 @@ absl::Status Watch::start(const std::vector<PeerInfo>& peers, LinkWalker walk,
   monitor_->start();
   if (config_.health_endpoint_port > 0) {
     // The job runs on without its endpoint: a taken port is no reason to fail a collective.
-    auto endpoint = Endpoint::start(*monitor_, config_.health_endpoint_port + local_rank_);
+    auto endpoint =
+        Endpoint::start(*monitor_, config_.health_endpoint_port + local_rank_, std::move(route));
     if (endpoint.ok()) {
       endpoint_ = *std::move(endpoint);
     } else {

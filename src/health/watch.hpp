@@ -38,8 +38,10 @@ class Watch {
   /// Starts the monitor (and the log and endpoint) once `peers` (indexed by rank) are known.
   /// `walk` visits the communicator's links (link_source.hpp); `also`, when set, hears every
   /// change after the log (on the monitor's thread, or the caller's of Monitor::record).
+  /// `route`, when set, is what the endpoint serves at /route (endpoint.hpp).
   absl::Status start(const std::vector<PeerInfo>& peers, LinkWalker walk,
-                     std::function<void(const Change&)> also = nullptr);
+                     std::function<void(const Change&)> also = nullptr,
+                     std::function<std::string()> route = nullptr);
 
   Monitor* monitor() { return monitor_.get(); }
   const Monitor* monitor() const { return monitor_.get(); }

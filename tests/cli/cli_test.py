@@ -526,6 +526,45 @@ def test_23_diag_health_reports_a_storm(cli):
         del storm
 
 
+def test_23_health_reads_a_running_job(cli):
+    import json
+    # Under mpirun, which gives each rank its local rank (and so its own port).
+    if not cli.mpirun:
+        raise Skip("no mpirun")
+    port = free_port()
+    env = clean_env(dict(WEFT_HEALTH_ENDPOINT=str(port), WEFT_TRANSPORT="tcp",
+                         OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    job = subprocess.Popen([cli.mpirun, "--oversubscribe", "--bind-to", "none", "-np", "2",
+                            "-x", "WEFT_HEALTH_ENDPOINT", "-x", "WEFT_TRANSPORT", "-x", "WEFT_TIMEOUT",
+                            cli.weft, "bench", "allreduce", "-b", "64K", "-e", "64K", "-N", "0",
+                            "-c", "0"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            r = cli.run([cli.weft, "health", "--port", str(port), "--local", "2", "--json"], clean_env())
+            if r.rc != 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        check(r.rc == 0, "a healthy job: exit 0", r)
+        j = json.loads(r.out)
+        check(j["schema"] == "weft.health/1" and j["answered"] == 2, "both ranks answered", r)
+        check(j["epoch"] == 0 and j["ring"] == [0, 1] and j["isolated_links"] == [],
+              "the route: epoch 0, ring 0 1, nothing isolated", r)
+        check(all(x["route"]["rank"] == x["rank"] for x in j["ranks"]), "each rank's /route", r)
+        r = cli.run([cli.weft, "health", "--port", str(port), "--local", "2", "--watch",
+                     "--count", "2", "--interval", "0.2"], clean_env())
+        check(r.rc == 0 and r.out.count("# weft health") == 2 and "# links" in r.out,
+              "--watch --count 2: two tables", r)
+        r = cli.run([cli.weft, "health", "--port", str(port), "--local", "3"], clean_env())
+        check(r.rc == 2 and "does not answer" in r.out, "a rank that does not answer: exit 2, said", r)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    r = cli.run([cli.weft, "health", "--local", "1"], clean_env())
+    check(r.rc == 2 and "--port" in r.err, "no port: exit 2 saying which flag", r)
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
