@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/base/env.hpp"
+#include "tools/cli.hpp"
 #include "tools/sweep.hpp"
 
 namespace weft::tools {
@@ -176,49 +177,65 @@ std::string settings_help() {
 int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
                 absl::Status (*positional)(const char*, BenchOptions&), BenchOptions& o,
                 bool* help) {
-  for (int i = 1; i < argc; ++i) {
-    const char* a = argv[i];
-    if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
+  CLI::App app("", absl::StrCat("weft ", o.command));
+  for (size_t f = 0; f < nflags; ++f) {
+    const Flag& flag = flags[f];
+    const std::string names = flag.short_name == nullptr ? flag.long_name
+                              : flag.long_name == nullptr
+                                  ? flag.short_name
+                                  : absl::StrCat(flag.short_name, ",", flag.long_name);
+    const char* shown = flag.short_name != nullptr ? flag.short_name : flag.long_name;
+    if (flag.set == nullptr) {
+      app.add_flag_callback(names, [&o, toggle = flag.toggle] { o.*toggle = true; });
+      continue;
+    }
+    // Every occurrence counts, in order (the last wins; collectives add up), as in nccl-tests.
+    app.add_option_function<std::vector<std::string>>(
+           names,
+           [&o, &flag, shown, flags, nflags](const std::vector<std::string>& values) {
+             for (const std::string& v : values) {
+               const absl::Status s = flag.set(v.c_str(), o);
+               if (s.ok()) continue;
+               // weft run's -c once took collectives; nccl-tests' -c (and bench's) is the
+               // check count.
+               std::string hint;
+               BenchOptions named;
+               if (has_flag(flags, nflags, "--collectives") && add_collectives(v.c_str(), named).ok()) {
+                 hint = absl::StrCat(" (to choose collectives, name them as words or with "
+                                     "--collectives ", v, ")");
+               }
+               throw BadValue(absl::StrCat("bad value '", v, "' for ", shown, "; accepted: ",
+                                           s.message(), hint));
+             }
+           })
+        ->type_name("VALUE")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->trigger_on_parse();
+  }
+  // Words are taken once the flags are known good: an unknown flag's value is not a word.
+  std::vector<std::string> words;
+  if (positional != nullptr) app.add_option("collective", words);
+  bool want_help = false;
+  app.set_help_flag();
+  app.add_flag("-h,--help", want_help);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (want_help) {
       *help = true;
       return 0;
     }
-    const Flag* flag = nullptr;
-    for (size_t f = 0; f < nflags && flag == nullptr; ++f) {
-      const Flag& c = flags[f];
-      if ((c.short_name && !std::strcmp(a, c.short_name)) || (c.long_name && !std::strcmp(a, c.long_name))) {
-        flag = &c;
-      }
-    }
-    if (flag == nullptr && a[0] != '-' && positional != nullptr) {
-      const absl::Status s = positional(a, o);
-      if (s.ok()) continue;
-      std::fprintf(stderr, "weft %s: unknown collective '%s'; accepted: %s\n", o.command, a,
-                   std::string(s.message()).c_str());
-      return 2;
-    }
-    if (flag == nullptr) {
-      std::fprintf(stderr, "weft %s: unknown option '%s' (try --help)\n", o.command, a);
-      return 2;
-    }
-    if (flag->set == nullptr) {
-      o.*(flag->toggle) = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "weft %s: option %s needs a value (try --help)\n", o.command, a);
-      return 2;
-    }
-    const char* v = argv[++i];
-    if (const absl::Status s = flag->set(v, o); !s.ok()) {
-      // weft run's -c once took collectives; nccl-tests' -c (and bench's) is the check count.
-      std::string hint;
-      BenchOptions named;
-      if (has_flag(flags, nflags, "--collectives") && add_collectives(v, named).ok()) {
-        hint = absl::StrCat(" (to choose collectives, name them as words or with --collectives ",
-                            v, ")");
-      }
-      std::fprintf(stderr, "weft %s: bad value '%s' for %s; accepted: %s%s\n", o.command, v, a,
-                   std::string(s.message()).c_str(), hint.c_str());
+    std::fprintf(stderr, "weft %s: %s (try --help)\n", o.command, e.what());
+    return 2;
+  }
+  if (want_help) {
+    *help = true;
+    return 0;
+  }
+  for (const std::string& w : words) {
+    if (absl::Status s = positional(w.c_str(), o); !s.ok()) {
+      std::fprintf(stderr, "weft %s: unknown collective '%s'; accepted: %s\n", o.command,
+                   w.c_str(), std::string(s.message()).c_str());
       return 2;
     }
   }

@@ -56,7 +56,8 @@ extern const char kFixedFlagsHelp[];
 /// that `weft info` lists them all, and the ones a job most often needs.
 std::string settings_help();
 
-/// Parses argv[1..argc) against `flags`. A word that is not a flag goes to `positional`
+/// Parses argv[1..argc) against `flags`, each a CLI11 option whose value goes through its
+/// parser in the order given. A word that is not a flag goes to `positional`
 /// (an error when it is null). Returns 0, or 2 after printing why to stderr; sets *help
 /// on -h / --help. Messages suggest only flags that `flags` has.
 int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,

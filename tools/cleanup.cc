@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "tools/cli.hpp"
 #include "tools/commands.hpp"
 #include "transport/shm/stale.hpp"
 
@@ -26,19 +27,10 @@ constexpr char kUsage[] =
 
 int cleanup_command(int argc, char** argv) {
   bool dry_run = false, json = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--dry-run")) {
-      dry_run = true;
-    } else if (!std::strcmp(argv[i], "--json")) {
-      json = true;
-    } else if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "weft cleanup: unknown option '%s'\n\n%s", argv[i], kUsage);
-      return 2;
-    }
-  }
+  CLI::App app("", "weft cleanup");
+  app.add_flag("--dry-run", dry_run);
+  app.add_flag("--json", json);
+  if (auto rc = parse_args(app, argc, argv, kUsage)) return *rc;
   auto segments = transport::shm::sweep_stale_rings(dry_run);
   if (!segments.ok()) {
     std::fprintf(stderr, "weft cleanup: %s\n", std::string(segments.status().message()).c_str());

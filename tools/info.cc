@@ -9,6 +9,7 @@
 #include "src/health/policy.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/rails.hpp"
+#include "tools/cli.hpp"
 #include "tools/commands.hpp"
 
 namespace weft::tools {
@@ -66,14 +67,12 @@ void print_health_policy() {
 }  // namespace
 
 int info_command(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("usage: weft info\n\nPrints the build, transports, algorithms and every WEFT_* "
-                  "variable with its default and current value. Needs no job.\n");
-      return 0;
-    }
-    std::fprintf(stderr, "weft info: unknown option '%s' (try --help)\n", argv[i]);
-    return 2;
+  CLI::App app("", "weft info");
+  if (auto rc = parse_args(app, argc, argv,
+                           "usage: weft info\n\nPrints the build, transports, algorithms and "
+                           "every WEFT_* variable with its default and current value. Needs no "
+                           "job.\n")) {
+    return *rc;
   }
   warn_about_unknown_env();
   std::printf("weft %s\n", WEFT_VERSION);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "collectives/reduce.hpp"
+#include "tools/cli.hpp"
 #include "tools/commands.hpp"
 
 #ifdef WEFT_HAVE_MPI
@@ -32,14 +33,12 @@ std::string mpi_library() {
 }  // namespace
 
 int version_command(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("usage: weft version (or weft --version)\n\nPrints weft's version, whether "
-                  "MPI support is built in, the compiler and the reduction kernels.\n");
-      return 0;
-    }
-    std::fprintf(stderr, "weft version: unknown option '%s' (it takes none)\n", argv[i]);
-    return 2;
+  CLI::App app("", "weft version");
+  if (auto rc = parse_args(app, argc, argv,
+                           "usage: weft version (or weft --version)\n\nPrints weft's version, "
+                           "whether MPI support is built in, the compiler and the reduction "
+                           "kernels.\n")) {
+    return *rc;
   }
   std::printf("weft %s\n", WEFT_VERSION);
 #ifdef WEFT_HAVE_MPI

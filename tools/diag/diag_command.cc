@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cli.hpp"
 #include "tools/commands.hpp"
 #include "tools/diag/diag_run.hpp"
 
@@ -111,20 +112,11 @@ int diag_command(int argc, char** argv) {
   add_probe(diag, probe);
   add_counters(diag, counters);
   add_health(diag, health);
-  diag.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("weft diag: ") + e.what() +
-           " (try weft diag --help, or weft diag SUBCOMMAND --help)\n";
-  });
   if (argc < 2) {
     std::fprintf(stderr, "weft diag: name a subcommand\n\n%s", diag.help().c_str());
     return diag::kCannotRun;
   }
-  try {
-    diag.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = diag.exit(e);
-    return rc == 0 ? 0 : diag::kCannotRun;
-  }
+  if (auto rc = parse_args(diag, argc, argv)) return *rc;
   if (diag.got_subcommand("probe")) return diag::run_probe_command(probe, argc, argv);
   if (diag.got_subcommand("health")) return diag::run_health_command(health, argc, argv);
   if (diag.got_subcommand("counters")) return diag::run_counters_command(counters, argc, argv);

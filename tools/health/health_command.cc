@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "src/base/env.hpp"
+#include "tools/cli.hpp"
 #include "tools/commands.hpp"
 #include "tools/health/fetch.hpp"
 #include "tools/health/view.hpp"
@@ -129,15 +130,7 @@ int health_command(int argc, char** argv) {
       "  weft health --vcluster vc --port 9400 --json\n"
       "Exit status: 0 every scope HEALTHY, 1 one is not (SUSPECT, FAILING, ISOLATED,\n"
       "PROBATION), 2 an endpoint did not answer or bad usage.");
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("weft health: ") + e.what() + " (try weft health --help)\n";
-  });
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kCannotRun;
-  }
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (f.port <= 0) {
     std::fprintf(stderr, "weft health: which port? --port PORT (the job's WEFT_HEALTH_ENDPOINT)\n");
     return kCannotRun;
