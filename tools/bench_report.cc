@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 
 namespace weft::tools {
 namespace {
@@ -29,13 +30,14 @@ int root_column(const Call& call) {
 
 const char* redop_column(const Call& call) { return reduces(call.kind) ? name_of(call.op) : "none"; }
 
-void json_cell(std::string& out, const char* key, const Cell& c) {
-  if (!c.supported) {
-    absl::StrAppendFormat(&out, ",\"%s\":null", key);
-    return;
-  }
-  absl::StrAppendFormat(&out, ",\"%s\":{\"time_us\":%.6g,\"algbw\":%.6g,\"busbw\":%.6g,\"wrong\":%s}",
-                        key, c.us, c.algbw, c.busbw, c.checked ? wrong_text(c) : "null");
+// A placement's columns, or null where the peer has no such call. Written with
+// nlohmann-json: an infinite or NaN number (a zero-time row) becomes null, not bad JSON.
+nlohmann::ordered_json json_cell(const Cell& c) {
+  if (!c.supported) return nullptr;
+  return {{"time_us", c.us},
+          {"algbw", c.algbw},
+          {"busbw", c.busbw},
+          {"wrong", c.checked ? nlohmann::ordered_json(c.wrong) : nlohmann::ordered_json()}};
 }
 
 }  // namespace
@@ -115,26 +117,21 @@ void Report::print(const Row& row) const {
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
   if (json_ == nullptr) return;
-  std::string j = absl::StrFormat(
-      "{\"collective\":\"%s\",\"ranks\":%d,\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
-      "\"redop\":\"%s\",\"root\":%d",
-      name_of(c.kind), nranks_, row.bytes, c.count, name_of(c.type), redop_column(c),
-      root_column(c));
-  json_cell(j, "out_of_place", row.weft[0]);
-  json_cell(j, "in_place", row.weft[1]);
+  nlohmann::ordered_json j = {{"collective", name_of(c.kind)}, {"ranks", nranks_},
+                              {"size", row.bytes},           {"count", c.count},
+                              {"type", name_of(c.type)},     {"redop", redop_column(c)},
+                              {"root", root_column(c)}};
+  j["out_of_place"] = json_cell(row.weft[0]);
+  j["in_place"] = json_cell(row.weft[1]);
   if (peer_ != nullptr) {
-    absl::StrAppendFormat(&j, ",\"peer\":\"%s\"", peer_);
-    json_cell(j, "peer_out_of_place", row.peer[0]);
-    json_cell(j, "peer_in_place", row.peer[1]);
-    if (have_ratio) {
-      absl::StrAppendFormat(&j, ",\"ratio\":%.6g", ratio);
-    } else {
-      j += ",\"ratio\":null";
-    }
+    j["peer"] = peer_;
+    j["peer_out_of_place"] = json_cell(row.peer[0]);
+    j["peer_in_place"] = json_cell(row.peer[1]);
+    j["ratio"] = have_ratio ? nlohmann::ordered_json(ratio) : nlohmann::ordered_json();
   } else {
-    j += ",\"peer\":null";
+    j["peer"] = nullptr;
   }
-  std::fprintf(json_, "%s}\n", j.c_str());
+  std::fprintf(json_, "%s\n", j.dump().c_str());
   std::fflush(json_);
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "nlohmann/json.hpp"
 #include "tools/cli.hpp"
 #include "tools/commands.hpp"
 #include "transport/shm/stale.hpp"
@@ -44,8 +45,10 @@ int cleanup_command(int argc, char** argv) {
     failed += (s.state == "stale" || s.state == "abandoned") && !dry_run && !s.removed;
     const char* action = s.removed ? "removed" : ((s.state == "stale" || s.state == "abandoned") && !dry_run ? "NOT removed" : "");
     if (json) {
-      std::printf("{\"segment\":\"%s\",\"bytes\":%lld,\"creator_pid\":%d,\"state\":\"%s\",\"removed\":%s}\n",
-                  s.name.c_str(), s.bytes, s.creator_pid, s.state.c_str(), s.removed ? "true" : "false");
+      const nlohmann::ordered_json j = {{"segment", s.name}, {"bytes", s.bytes},
+                                        {"creator_pid", s.creator_pid}, {"state", s.state},
+                                        {"removed", s.removed}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::printf("%-48s %12lld %8d  %s %s\n", s.name.c_str(), s.bytes, s.creator_pid,
                   s.state.c_str(), action);
