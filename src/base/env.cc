@@ -21,7 +21,7 @@ const std::vector<const EnvVar*>& all_env_vars() {
       &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
       &env::kRelayBytes, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
       &env::kHealthRecover, &env::kHealthThresholds, &env::kHealthPolicy,
-      &env::kHealthStallFraction, &env::kHealthLog, &env::kIsolate, &env::kRelayPaths, &env::kIsolateQuiet, &env::kHealthEndpoint, &env::kNvmlLibrary,
+      &env::kHealthStallFraction, &env::kHealthLog, &env::kIsolate, &env::kRelayPaths, &env::kIsolateQuiet, &env::kHealthEndpoint, &env::kHealthEndpointAddress, &env::kNvmlLibrary,
       &env::kIbSysfsRoot, &env::kChecksum, &env::kSocketsPerRail, &env::kPathTimeoutMs, &env::kInjectPathKill,
       &env::kInjectCorrupt, &env::kInjectFile};
   return vars;
@@ -195,6 +195,7 @@ absl::Status read_health_settings(const EnvLookup& lookup, Config& c) {
     if (!p.ok()) return p.status();
     c.health_endpoint_port = static_cast<int>(*p);
   }
+  c.health_endpoint_address = env_value(env::kHealthEndpointAddress, lookup);
   c.nvml_library = env_value(env::kNvmlLibrary, lookup);
   c.ib_sysfs_root = env_value(env::kIbSysfsRoot, lookup);
   return absl::OkStatus();

@@ -127,6 +127,11 @@ inline constexpr EnvVar kHealthEndpoint{
     "WEFT_HEALTH_ENDPOINT", "",
     "serve each rank's link states and counters over HTTP on 127.0.0.1, port PORT plus the "
     "local rank: /health (JSON) and /metrics (Prometheus text); empty: no endpoint"};
+inline constexpr EnvVar kHealthEndpointAddress{
+    "WEFT_HEALTH_ENDPOINT_ADDRESS", "127.0.0.1",
+    "the address the health endpoint listens on; another host's weft health --hostfile "
+    "reads it there (0.0.0.0: every interface). Nothing authenticates the reader: keep it "
+    "on a management network"};
 inline constexpr EnvVar kNvmlLibrary{
     "WEFT_NVML_LIBRARY", "libnvidia-ml.so.1",
     "the NVML library the health monitor loads (dlopen) for GPU ECC, NVLink and XID counters; "
@@ -214,6 +219,7 @@ struct Config {
   std::string health_policy_file;
   std::string health_log;
   int health_endpoint_port = 0;  ///< 0: no endpoint
+  std::string health_endpoint_address = "127.0.0.1";  ///< where it listens
   std::string nvml_library;      ///< "none": do not load NVML
   std::string ib_sysfs_root;
   // Links that outlive their paths (transport/tcp).

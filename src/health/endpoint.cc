@@ -11,7 +11,8 @@
 
 namespace weft::health {
 
-absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor, int port,
+absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor,
+                                                         const std::string& address, int port,
                                                          std::function<std::string()> route) {
   std::unique_ptr<Endpoint> e(new Endpoint());
   e->server_ = std::make_unique<httplib::Server>();
@@ -45,9 +46,9 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::start(const Monitor& monitor
                     "/route (JSON: route epoch, ring, changes)\n",
                     "text/plain");
   });
-  if (!server.bind_to_port("127.0.0.1", port)) {
+  if (!server.bind_to_port(address, port)) {
     return absl::UnavailableError(absl::StrCat(
-        "WEFT_HEALTH_ENDPOINT: cannot listen on 127.0.0.1:", port,
+        "WEFT_HEALTH_ENDPOINT: cannot listen on ", address, ":", port,
         " (in use?); pick another base port: each rank takes the base plus its local rank"));
   }
   e->port_ = port;

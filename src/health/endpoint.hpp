@@ -1,8 +1,9 @@
 // A rank's health over HTTP on 127.0.0.1 (WEFT_HEALTH_ENDPOINT): GET /health is the
 // snapshot as JSON (json.hpp), GET /metrics the Prometheus text (prometheus.hpp), GET /route
 // what the communicator did about it (its route epoch, ring and route changes). Served
-// by cpp-httplib on a thread of its own; loopback only, since the states name the job's
-// hosts and links and nothing here authenticates the reader.
+// by cpp-httplib on a thread of its own; on loopback unless WEFT_HEALTH_ENDPOINT_ADDRESS
+// says otherwise, since the states name the job's hosts and links and nothing here
+// authenticates the reader.
 #pragma once
 
 #include <functional>
@@ -21,9 +22,11 @@ namespace weft::health {
 
 class Endpoint {
  public:
-  /// Listens on 127.0.0.1:`port` and serves `monitor` (which must outlive it); `route`
-  /// (any thread) gives /route's JSON, or is null (/route: 404).
-  static absl::StatusOr<std::unique_ptr<Endpoint>> start(const Monitor& monitor, int port,
+  /// Listens on `address`:`port` (WEFT_HEALTH_ENDPOINT_ADDRESS, loopback by default) and
+  /// serves `monitor` (which must outlive it); `route` (any thread) gives /route's JSON, or
+  /// is null (/route: 404).
+  static absl::StatusOr<std::unique_ptr<Endpoint>> start(const Monitor& monitor,
+                                                         const std::string& address, int port,
                                                          std::function<std::string()> route);
   ~Endpoint();
 

@@ -81,7 +81,8 @@ absl::Status Watch::start(const std::vector<PeerInfo>& peers, LinkWalker walk,
   if (config_.health_endpoint_port > 0) {
     // The job runs on without its endpoint: a taken port is no reason to fail a collective.
     auto endpoint =
-        Endpoint::start(*monitor_, config_.health_endpoint_port + local_rank_, std::move(route));
+        Endpoint::start(*monitor_, config_.health_endpoint_address,
+                        config_.health_endpoint_port + local_rank_, std::move(route));
     if (endpoint.ok()) {
       endpoint_ = *std::move(endpoint);
     } else {

@@ -559,6 +559,13 @@ def test_23_health_reads_a_running_job(cli):
                      "--count", "2", "--interval", "0.2"], clean_env())
         check(r.rc == 0 and r.out.count("# weft health") == 2 and "# links" in r.out,
               "--watch --count 2: two tables", r)
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
+            hostfile.write("# this host, as mpirun would read it\n127.0.0.1 slots=2\n")
+            hostfile.flush()
+            r = cli.run([cli.weft, "health", "--port", str(port), "--hostfile", hostfile.name],
+                        clean_env())
+            check(r.rc == 0 and "2 of 2 ranks answered" in r.out, "--hostfile: its slots", r)
         r = cli.run([cli.weft, "health", "--port", str(port), "--local", "3"], clean_env())
         check(r.rc == 2 and "does not answer" in r.out, "a rank that does not answer: exit 2, said", r)
     finally:

@@ -20,7 +20,7 @@ namespace {
 
 absl::StatusOr<std::string> get_here(const Endpoint& e, const std::string& path,
                                      absl::Duration timeout) {
-  httplib::Client client("127.0.0.1", e.port);
+  httplib::Client client(e.host, e.port);
   const auto usec = absl::ToInt64Microseconds(timeout);
   client.set_connection_timeout(usec / 1000000, usec % 1000000);
   client.set_read_timeout(usec / 1000000, usec % 1000000);
@@ -38,7 +38,7 @@ absl::StatusOr<std::string> get_here(const Endpoint& e, const std::string& path,
 }  // namespace
 
 std::string Endpoint::name() const {
-  return absl::StrCat(netns.empty() ? "127.0.0.1" : netns, ":", port);
+  return absl::StrCat(netns.empty() ? host : netns, ":", port);
 }
 
 absl::StatusOr<std::string> http_get(const Endpoint& e, const std::string& path,

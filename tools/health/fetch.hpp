@@ -1,6 +1,7 @@
 // Reading a rank's health endpoint (src/health/endpoint.hpp), which listens on its host's
-// loopback only: directly for ranks of this host, or from inside a network namespace for
-// the virtual cluster's hosts (docs/CLUSTER.md), where each host is one.
+// loopback unless WEFT_HEALTH_ENDPOINT_ADDRESS says otherwise: directly (this host, or
+// another whose endpoint listens where we can reach it), or from inside a network namespace
+// for the virtual cluster's hosts (docs/CLUSTER.md), where each host is one.
 #pragma once
 
 #include <string>
@@ -10,11 +11,12 @@
 
 namespace weft::tools::health {
 
-/// One rank's endpoint: 127.0.0.1:port inside `netns` (empty: this process's namespace).
+/// One rank's endpoint: host:port, from inside `netns` (empty: this process's namespace).
 struct Endpoint {
   std::string netns;
   int port = 0;
-  std::string name() const;  ///< "127.0.0.1:9400" or "weft-vc-h1:9400"
+  std::string host = "127.0.0.1";
+  std::string name() const;  ///< "127.0.0.1:9400", "node7:9400" or "weft-vc-h1:9400"
 };
 
 /// GET `path` from `e`, bounded by `timeout`; the body on status 200.

@@ -4,6 +4,7 @@
 #include <dirent.h>
 
 #include <csignal>
+#include <fstream>
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -11,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "src/base/env.hpp"
@@ -32,6 +35,7 @@ struct Flags {
   int local = 0;
   std::string netns;
   std::string vcluster;
+  std::string hostfile;
   bool json = false;
   bool watch = false;
   double interval_s = 1;
@@ -55,6 +59,32 @@ std::vector<std::string> vcluster_hosts(const std::string& name) {
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
   for (auto& [i, ns] : found) out.push_back(ns);
+  return out;
+}
+
+// An mpirun hostfile ("node7 slots=4", # comments): each host's endpoints, port + k for each
+// of its slots (--per-host where it gives none).
+absl::StatusOr<std::vector<Endpoint>> hostfile_endpoints(const Flags& f) {
+  std::ifstream in(f.hostfile);
+  if (!in) return absl::NotFoundError("cannot read the hostfile " + f.hostfile);
+  std::vector<Endpoint> out;
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find('#'));
+    std::vector<std::string> words = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (words.empty()) continue;
+    int slots = f.per_host;
+    for (size_t w = 1; w < words.size(); ++w) {
+      if (absl::StartsWith(words[w], "slots=") && !absl::SimpleAtoi(words[w].substr(6), &slots)) {
+        return absl::InvalidArgumentError("hostfile " + f.hostfile + ": bad " + words[w]);
+      }
+    }
+    for (int k = 0; k < slots; ++k) {
+      Endpoint e;
+      e.host = words[0];
+      e.port = f.port + k;
+      out.push_back(e);
+    }
+  }
   return out;
 }
 
@@ -112,6 +142,9 @@ int health_command(int argc, char** argv) {
   app.add_option("--vcluster", f.vcluster,
                  "read the virtual cluster NAME's hosts (docs/CLUSTER.md), each from inside it");
   app.add_option("--netns", f.netns, "read hosts that are these network namespaces (comma list)");
+  app.add_option("--hostfile", f.hostfile,
+                 "read the hosts of an mpirun hostfile (host slots=N); their endpoints must "
+                 "listen where this host reaches them (WEFT_HEALTH_ENDPOINT_ADDRESS)");
   app.add_option("--per-host", f.per_host, "ranks per host (mpirun's slots)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -123,8 +156,9 @@ int health_command(int argc, char** argv) {
   app.add_option("-n,--count", f.count, "with --watch: stop after N refreshes")
       ->check(CLI::Range(1, 1000000));
   app.footer(
-      "Endpoints listen on each host's loopback only (docs/HEALTH.md): read the ranks of this\n"
-      "host with --local N, or a virtual cluster's hosts with --vcluster NAME (as root).\n"
+      "Endpoints listen on each host's loopback unless WEFT_HEALTH_ENDPOINT_ADDRESS says\n"
+      "otherwise (docs/HEALTH.md): read the ranks of this host with --local N, a virtual\n"
+      "cluster's hosts with --vcluster NAME (as root), other hosts with --hostfile FILE.\n"
       "  WEFT_HEALTH_ENDPOINT=9400 mpirun -np 4 -x WEFT_HEALTH_ENDPOINT weft bench ... &\n"
       "  weft health --port 9400 --local 4 --watch\n"
       "  weft health --vcluster vc --port 9400 --json\n"
@@ -135,7 +169,15 @@ int health_command(int argc, char** argv) {
     std::fprintf(stderr, "weft health: which port? --port PORT (the job's WEFT_HEALTH_ENDPOINT)\n");
     return kCannotRun;
   }
-  const std::vector<Endpoint> targets = endpoints(f);
+  std::vector<Endpoint> targets = endpoints(f);
+  if (!f.hostfile.empty()) {
+    auto more = hostfile_endpoints(f);
+    if (!more.ok()) {
+      std::fprintf(stderr, "weft health: %s\n", std::string(more.status().message()).c_str());
+      return kCannotRun;
+    }
+    targets.insert(targets.end(), more->begin(), more->end());
+  }
   if (targets.empty()) {
     std::fprintf(stderr, "weft health: no endpoints: name them with --local N, --vcluster NAME "
                          "(is it up?) or --netns NS,...\n");
