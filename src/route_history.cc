@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/health/json.hpp"
+
 namespace weft {
 
 void RouteHistory::record(const Route& route, const std::string& line, absl::Time when) {
@@ -27,8 +29,7 @@ std::string RouteHistory::json() const {
                       {"isolated_links", links_}, {"isolated_rails", rails_}};
   nlohmann::json changes = nlohmann::json::array();
   for (const Change& c : changes_) {
-    changes.push_back({{"time", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", c.time,
-                                                 absl::UTCTimeZone())},
+    changes.push_back({{"time", health::iso_time(c.time)},
                        {"epoch", c.epoch},
                        {"change", c.line}});
   }

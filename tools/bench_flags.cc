@@ -215,23 +215,13 @@ int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
   // Words are taken once the flags are known good: an unknown flag's value is not a word.
   std::vector<std::string> words;
   if (positional != nullptr) app.add_option("collective", words);
-  bool want_help = false;
-  app.set_help_flag();
-  app.add_flag("-h,--help", want_help);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (want_help) {
-      *help = true;
-      return 0;
-    }
-    std::fprintf(stderr, "weft %s: %s (try --help)\n", o.command, e.what());
-    return 2;
-  }
-  if (want_help) {
+  // The caller prints the help (its usage, then the shared parts).
+  if (asks_for_help(argc, argv)) {
     *help = true;
     return 0;
   }
+  app.set_help_flag();
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
   for (const std::string& w : words) {
     if (absl::Status s = positional(w.c_str(), o); !s.ok()) {
       std::fprintf(stderr, "weft %s: unknown collective '%s'; accepted: %s\n", o.command,

@@ -5,15 +5,19 @@
 
 namespace weft::tools {
 
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--")) return false;
+    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) return true;
+  }
+  return false;
+}
+
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const std::string& help) {
   if (!help.empty()) {
-    // -h or --help anywhere prints the command's own text, whatever else is wrong.
-    for (int i = 1; i < argc; ++i) {
-      if (!std::strcmp(argv[i], "--")) break;
-      if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-        std::fputs(help.c_str(), stdout);
-        return 0;
-      }
+    if (asks_for_help(argc, argv)) {
+      std::fputs(help.c_str(), stdout);
+      return 0;
     }
     app.set_help_flag();
   }

@@ -11,6 +11,10 @@
 
 namespace weft::tools {
 
+/// Whether -h or --help comes before any "--": a command then prints its help, whatever
+/// else its arguments get wrong.
+bool asks_for_help(int argc, char** argv);
+
 /// Parses argv[1..argc) with `app` (named "weft CMD"). `help`, when not empty, replaces
 /// CLI11's generated help for -h/--help. Returns nothing to go on, or the exit status to
 /// leave with: 0 after the help, 2 after a usage error (printed to stderr).

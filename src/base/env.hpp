@@ -125,8 +125,9 @@ inline constexpr EnvVar kIsolateQuiet{
     "WEFT_HEALTH_RECOVER seconds: FAILING again isolates it again)"};
 inline constexpr EnvVar kHealthEndpoint{
     "WEFT_HEALTH_ENDPOINT", "",
-    "serve each rank's link states and counters over HTTP on 127.0.0.1, port PORT plus the "
-    "local rank: /health (JSON) and /metrics (Prometheus text); empty: no endpoint"};
+    "serve each rank's link states and counters over HTTP on WEFT_HEALTH_ENDPOINT_ADDRESS "
+    "(127.0.0.1), port PORT plus the local rank: /health and /route (JSON), /metrics "
+    "(Prometheus text); empty: no endpoint"};
 inline constexpr EnvVar kHealthEndpointAddress{
     "WEFT_HEALTH_ENDPOINT_ADDRESS", "127.0.0.1",
     "the address the health endpoint listens on; another host's weft health --hostfile "

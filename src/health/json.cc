@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 
 namespace weft::health {
-namespace {
-
 std::string iso_time(absl::Time t) {
   if (t == absl::InfinitePast()) return "";
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
 }
+
+namespace {
 
 // The scope's fields that apply to its kind (the others are -1 or empty).
 void put_scope(nlohmann::json& j, const Scope& s) {

@@ -11,6 +11,10 @@
 
 namespace weft::health {
 
+/// "2026-12-02T01:02:03.456Z" (UTC, milliseconds): every time weft writes in JSON; empty
+/// for InfinitePast (never).
+std::string iso_time(absl::Time t);
+
 /// {"event":"weft_health_change","time":"2026-12-02T01:02:03.456Z","rank":1,"scope":"rail 0
 /// (weft-r0) to rank 2","kind":"rail","peer":2,"rail":0,...,"counter":"tcp_retransmits",
 /// "value":812,"measure":"rate","rate":96.5,"threshold":20,"window_s":5,"from":"HEALTHY",

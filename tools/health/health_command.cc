@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "src/base/env.hpp"
+#include "src/health/json.hpp"
 #include "tools/cli.hpp"
 #include "tools/commands.hpp"
 #include "tools/health/fetch.hpp"
@@ -122,8 +123,7 @@ nlohmann::json read_job(const std::vector<Endpoint>& targets) {
     }
     views.push_back(std::move(v));
   }
-  return health::job_json(views, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                                                  absl::UTCTimeZone()));
+  return health::job_json(views, weft::health::iso_time(absl::Now()));
 }
 
 }  // namespace
