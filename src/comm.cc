@@ -122,8 +122,18 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
     comm->watch_ = *std::move(watch);
     comm->watch_->describe_self(self);
   }
-  for (const char* name : {"shm", "tcp"}) {
-    auto t = transport::make_transport(name, init);
+  if (!comm->config_.socket_ifname.empty()) init.rail_ifnames = comm->rail_ifnames_;
+  // In order of preference. ucx is made where it is forced or could reach an RDMA device:
+  // over plain Ethernet tcp is the default, and a UCX context costs its setup for nothing.
+  for (const char* name : {"shm", "ucx", "tcp"}) {
+    const bool forced = comm->config_.transport == name;
+    if (std::string_view(name) == "ucx" && !forced &&
+        !(comm->config_.transport == "auto" && transport::ucx_wanted_by_default())) {
+      continue;
+    }
+    transport::TransportInit own = init;
+    own.forced = forced;
+    auto t = transport::make_transport(name, own);
     if (!t.ok()) return t.status();
     self.addresses.emplace_back(name, (*t)->address());
     comm->transports_.push_back(*std::move(t));
@@ -168,12 +178,14 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   Backoff::set_oversubscribed(on_this_machine > (cores > 0 ? cores : 1));
   comm->links_.resize(size);
   comm->failed_connects_.reset(new transport::LinkCounter[size]);
-  bool any_tcp = false;
+  // Links whose protocol runs on after a call (tcp's acknowledgements and resumptions, the
+  // sends ucx leaves under way) are tended between calls; shm's rings need nothing.
+  bool any_tended = false;
   for (int peer = 0; peer < size; ++peer) {
     const transport::Transport* t = peer == rank ? nullptr : comm->topology_.transport_to(peer);
-    any_tcp |= t != nullptr && t->name() == "tcp";
+    any_tended |= t != nullptr && t->name() != "shm";
   }
-  if (any_tcp) {
+  if (any_tended) {
     Comm* c = comm.get();
     comm->tender_ = std::make_unique<LinkTender>(&comm->calls_mu_, [c] {
       MutexLock lock(&c->links_mu_);

@@ -6,6 +6,9 @@
 #include "src/base/copy.hpp"
 #include "transport/shm/context.hpp"
 #include "transport/tcp/context.hpp"
+#ifdef WEFT_HAVE_UCX
+#include "transport/ucx/context.hpp"
+#endif
 
 namespace weft::transport {
 absl::Status Pair::write_to_peer(uint64_t, const std::byte*, size_t) {
@@ -33,12 +36,29 @@ absl::StatusOr<size_t> Pair::recv_scatter(const Scatter& to, size_t max) {
   });
 }
 
+bool ucx_wanted_by_default() {
+#ifdef WEFT_HAVE_UCX
+  return ucx::rdma_device_present();
+#else
+  return false;
+#endif
+}
+
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(std::string_view name,
                                                           const TransportInit& init) {
   if (name == "shm") return shm::make_transport(init);
   if (name == "tcp") return tcp::make_transport(init);
+#ifdef WEFT_HAVE_UCX
+  if (name == "ucx") return ucx::make_transport(init);
+#else
+  if (name == "ucx") {
+    return absl::FailedPreconditionError(
+        "this weft was built without UCX (install libucx-dev and rebuild: scripts/setup, "
+        "scripts/build)");
+  }
+#endif
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown transport '", std::string(name), "'; known: shm, tcp"));
+      absl::StrCat("unknown transport '", std::string(name), "'; known: shm, tcp, ucx"));
 }
 
 }  // namespace weft::transport

@@ -259,6 +259,12 @@ struct TransportInit {
   /// tcp: a link whose every path timed out gets a path through a third rank (relay.hpp;
   /// WEFT_RELAY_PATHS).
   bool relay_paths = true;
+  /// WEFT_TRANSPORT names this transport: it links every pair it can reach, even where
+  /// another would be the default (ucx between ranks of one host, or over plain tcp).
+  bool forced = false;
+  /// The rails WEFT_SOCKET_IFNAME named, as interfaces (empty: it was unset); ucx makes
+  /// them its UCX_NET_DEVICES unless the user set that.
+  std::vector<std::string> rail_ifnames;
   LinkFaults faults;
 };
 
@@ -288,7 +294,11 @@ class Transport {
   virtual void learn_peers(const std::vector<PeerInfo>& peers) {}
 };
 
-/// Creates the named transport ("shm" or "tcp") for one communicator.
+/// Whether this weft has the ucx transport and the host an RDMA device for it: then ucx
+/// links ranks of different hosts unless WEFT_TRANSPORT says otherwise.
+bool ucx_wanted_by_default();
+
+/// Creates the named transport ("shm", "tcp" or "ucx") for one communicator.
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(std::string_view name,
                                                           const TransportInit& init);
 

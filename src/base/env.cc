@@ -260,9 +260,10 @@ absl::Status read_link_settings(const EnvLookup& lookup, Config& c) {
 absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   Config c;
   c.transport = env_value(env::kTransport, lookup);
-  if (c.transport != "auto" && c.transport != "shm" && c.transport != "tcp") {
+  if (c.transport != "auto" && c.transport != "shm" && c.transport != "tcp" &&
+      c.transport != "ucx") {
     return absl::InvalidArgumentError(
-        absl::StrCat("WEFT_TRANSPORT=", c.transport, " is not one of auto, shm, tcp"));
+        absl::StrCat("WEFT_TRANSPORT=", c.transport, " is not one of auto, shm, tcp, ucx"));
   }
   const std::string t = env_value(env::kTimeout, lookup);
   double seconds = 0;

@@ -53,7 +53,7 @@ inline constexpr EnvVar kJobSecretFile{
     "launcher's key, find their secret: made with a random one on first use, readable by "
     "this user alone; every host of the job must see the same file (a shared home does)"};
 inline constexpr EnvVar kTransport{"WEFT_TRANSPORT", "auto",
-                                   "force one transport for every link: auto, shm or tcp"};
+                                   "force one transport for every link: auto, shm, tcp or ucx (auto: shm within a host; between hosts ucx where the host has an RDMA device, else tcp)"};
 inline constexpr EnvVar kTimeout{"WEFT_TIMEOUT", "300",
                                  "seconds any wait may take before the call fails"};
 inline constexpr EnvVar kAlgorithm{
@@ -199,7 +199,7 @@ std::string env_value(const EnvVar& var, const EnvLookup& lookup = read_env);
 
 /// Run-time settings that come from the environment, read once per communicator.
 struct Config {
-  std::string transport;  ///< "auto", "shm" or "tcp"
+  std::string transport;  ///< "auto", "shm", "tcp" or "ucx"
   absl::Duration timeout;
   std::string algorithm;  ///< WEFT_ALGORITHM as given
   size_t small_message_bytes;

@@ -18,6 +18,9 @@
 #include "transport/shm/context.hpp"
 #include "transport/tcp/context.hpp"
 #include "transport/tcp/pair.hpp"
+#ifdef WEFT_HAVE_UCX
+#include "transport/ucx/context.hpp"
+#endif
 #include "tests/unit/stopwatch.hpp"
 
 namespace weft::transport {
@@ -357,11 +360,34 @@ TEST_P(TransportTest, PeerGoneIsReportedNotHung) {
   }
 }
 
+#ifdef WEFT_HAVE_UCX
+/// ucx with UCX_TLS set to `tls` while its context reads UCX's settings: UCX over shared
+/// memory and CMA, or over tcp, on this one host.
+MakeTransport ucx_over(const char* tls) {
+  return [tls](const TransportInit& init) {
+    const char* before = std::getenv("UCX_TLS");
+    const std::string saved = before != nullptr ? before : "";
+    setenv("UCX_TLS", tls, 1);
+    TransportInit forced = init;
+    forced.forced = true;  // ranks of one host: ucx only because it is asked for
+    auto t = ucx::make_transport(forced);
+    before != nullptr ? setenv("UCX_TLS", saved.c_str(), 1) : unsetenv("UCX_TLS");
+    return t;
+  };
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          ::testing::Values(TransportCase{"shm", "shm", &shm::make_transport, false},
                                            TransportCase{"tcp", "tcp", &tcp::make_transport},
                                            TransportCase{"tcp_2rails", "tcp", &make_two_rail_tcp,
-                                                         true, true}),
+                                                         true, true}
+#ifdef WEFT_HAVE_UCX
+                                           ,
+                                           TransportCase{"ucx_shm", "ucx", ucx_over("shm"), false},
+                                           TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}
+#endif
+                                           ),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -20,7 +20,7 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // Transports by number, for the gathered rows (doubles).
-constexpr const char* kTransports[] = {"none", "shm", "tcp"};
+constexpr const char* kTransports[] = {"none", "shm", "tcp", "ucx"};
 double transport_code(std::string_view name) {
   for (size_t i = 0; i < std::size(kTransports); ++i) {
     if (name == kTransports[i]) return static_cast<double>(i);

@@ -1,0 +1,410 @@
+#include "transport/ucx/pair.hpp"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "src/base/copy.hpp"
+#include "src/base/process.hpp"
+
+namespace weft::transport::ucx {
+namespace {
+
+// The first message each way: who sends it, so a link that reached the wrong rank says so.
+struct Hello {
+  char magic[8];
+  int32_t rank;
+  int32_t peer;
+};
+constexpr char kMagic[8] = {'w', 'e', 'f', 't', 'u', 'c', 'x', '1'};
+constexpr uint64_t kEveryTagBit = ~uint64_t{0};
+
+// Touches every page now, so that no send or receive faults one in later.
+std::unique_ptr<std::byte[]> touched(size_t bytes) {
+  std::unique_ptr<std::byte[]> p(new std::byte[bytes]);
+  std::memset(p.get(), 0, bytes);
+  return p;
+}
+
+}  // namespace
+
+UcxPair::UcxPair(std::shared_ptr<Worker> worker, const Options& options)
+    : worker_(std::move(worker)),
+      o_(options),
+      ring_(touched(kSendRingBytes)),
+      inbox_(touched(kMaxMessage)) {}
+
+absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> worker,
+                                                       const std::string& peer_address,
+                                                       const Options& options, Deadline deadline) {
+  std::unique_ptr<UcxPair> p(new UcxPair(std::move(worker), options));
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
+  // UCX's shared-memory transports cannot report a peer's failure, and UCX refuses them an
+  // endpoint that asks it to; on one host weft asks the kernel whether the peer still runs
+  // (check_peer) and leaves UCX free to use shared memory and CMA.
+  params.err_mode = options.same_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler = {&UcxPair::on_endpoint_error, p.get()};
+  if (ucs_status_t s = ucp_ep_create(p->worker_->get(), &params, &p->ep_); s != UCS_OK) {
+    p->ep_ = nullptr;
+    return ucx_error(s, absl::StrCat("rank ", options.self, " creating a UCX endpoint to rank ",
+                                     options.peer));
+  }
+  Hello hello{};
+  std::memcpy(hello.magic, kMagic, sizeof kMagic);
+  hello.rank = options.self, hello.peer = options.peer;
+  auto sent = p->stage(reinterpret_cast<const std::byte*>(&hello), sizeof hello);
+  if (!sent.ok()) return sent.status();
+  if (options.self < options.peer) return p;
+  Backoff backoff;
+  while (p->hello_pending_) {
+    p->worker_->progress();
+    if (auto next = p->next_message(); !next.ok()) return next.status();
+    if (!p->hello_pending_) break;
+    if (auto s = p->check_peer(); !s.ok()) return s;
+    if (deadline.expired()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", options.self, " waited for rank ", options.peer,
+          " to open its ucx link until the deadline (is rank ", options.peer, " running?)"));
+    }
+    backoff.pause();
+  }
+  return p;
+}
+
+UcxPair::~UcxPair() {
+  if (ep_ == nullptr) return;
+  // A zero-length message after the last bytes tells the peer the link closed, so its next
+  // wait fails at once instead of at its deadline.
+  const bool healthy = usable().ok();
+  if (healthy) (void)post(nullptr, 0, allocated_);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = healthy ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+  void* closing = ucp_ep_close_nbx(ep_, &param);
+  // A flush waits for the peer to take what is under way; it gets a second, then UCX is
+  // told to let go.
+  const Deadline deadline = Deadline::after(absl::Seconds(1));
+  while (UCS_PTR_IS_PTR(closing) && ucp_request_check_status(closing) == UCS_INPROGRESS &&
+         !deadline.expired()) {
+    worker_->progress_once();
+  }
+  if (UCS_PTR_IS_PTR(closing)) ucp_request_free(closing);
+  // Requests still held complete (or are cancelled) with the endpoint; none may outlive
+  // the buffers they point into.
+  for (size_t i = 0; i < flight_count_; ++i) {
+    void* r = flight_[(flight_first_ + i) % kMaxInFlight].request;
+    if (r != nullptr) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_->get(), r);
+      ucp_request_free(r);
+    }
+  }
+  if (offer_request_ != nullptr) {
+    if (ucp_request_check_status(offer_request_) == UCS_INPROGRESS) {
+      ucp_request_cancel(worker_->get(), offer_request_);
+    }
+    ucp_request_free(offer_request_);
+  }
+  worker_->progress();
+}
+
+// ---- failure ----
+
+void UcxPair::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* self = static_cast<UcxPair*>(arg);
+  absl::MutexLock lock(&self->endpoint_mu_);
+  if (self->endpoint_status_ == UCS_OK) self->endpoint_status_ = status;
+  self->endpoint_failed_.store(true, std::memory_order_release);
+}
+
+absl::Status UcxPair::fail(absl::Status cause) {
+  if (failed_.ok()) {
+    errors_.add(1);
+    failed_ = absl::Status(cause.code(), absl::StrCat("ucx link rank ", o_.self, " -> rank ",
+                                                      o_.peer, " failed: ", cause.message()));
+  }
+  return failed_;
+}
+
+absl::Status UcxPair::failure(const char* what, ucs_status_t status) {
+  return fail(ucx_error(status, what));
+}
+
+absl::Status UcxPair::usable() {
+  if (!failed_.ok()) return failed_;
+  if (endpoint_failed_.load(std::memory_order_acquire)) {
+    ucs_status_t status;
+    {
+      absl::MutexLock lock(&endpoint_mu_);
+      status = endpoint_status_;
+    }
+    return failure("the endpoint failed (the peer is gone or the network between failed)", status);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UcxPair::check_peer() {
+  worker_->progress();
+  if (auto s = usable(); !s.ok()) return s;
+  if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
+  if (probed_ == nullptr && inbox_at_ == inbox_len_) {
+    ucp_tag_recv_info_t info{};
+    if (ucp_tag_probe_nb(worker_->get(), o_.tag_in, kEveryTagBit, 0, &info) != nullptr &&
+        info.length == 0) {
+      return fail(absl::UnavailableError("the peer closed the link"));
+    }
+  }
+  if (o_.same_host && !process_alive(o_.peer_pid)) {
+    return fail(absl::UnavailableError(absl::StrCat("its process (pid ", o_.peer_pid, ") is gone")));
+  }
+  return absl::OkStatus();
+}
+
+// ---- sending ----
+
+absl::Status UcxPair::reclaim() {
+  while (flight_count_ > 0) {
+    InFlight& f = flight_[flight_first_];
+    if (f.request != nullptr) {
+      const ucs_status_t s = ucp_request_check_status(f.request);
+      if (s == UCS_INPROGRESS) break;
+      ucp_request_free(f.request);
+      f.request = nullptr;
+      if (s != UCS_OK) return failure("a send failed", s);
+    }
+    freed_ = f.ring_end;
+    flight_first_ = (flight_first_ + 1) % kMaxInFlight;
+    --flight_count_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end) {
+  // stage() leaves a slot for every message it starts; only the goodbye may find none.
+  if (flight_count_ == kMaxInFlight) return absl::ResourceExhaustedError("every send slot in use");
+  ucp_request_param_t param{};
+  void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out, &param);
+  if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
+  if (r == nullptr && flight_count_ == 0) {
+    freed_ = ring_end;
+    return absl::OkStatus();
+  }
+  flight_[(flight_first_ + flight_count_) % kMaxInFlight] = {r, ring_end};
+  ++flight_count_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len) {
+  if (auto s = usable(); !s.ok()) return s;
+  if (offer_request_ != nullptr || ahead_len_ > 0) return fail(offer_changed());
+  worker_->progress();
+  if (auto s = reclaim(); !s.ok()) return s;
+  if (len == 0 || flight_count_ == kMaxInFlight) return size_t{0};
+  const size_t want = std::min(len, kMaxMessage);
+  size_t at = allocated_ % kSendRingBytes;
+  size_t free = kSendRingBytes - (allocated_ - freed_);
+  size_t n = std::min({want, kSendRingBytes - at, free});
+  // A message that the ring's end would cut short starts over at its beginning instead.
+  const size_t worth = std::min(want, kDirectFrom);
+  if (n < worth && at != 0 && free >= (kSendRingBytes - at) + worth) {
+    allocated_ += kSendRingBytes - at;
+    free -= kSendRingBytes - at;
+    at = 0;
+    n = std::min(want, free);
+  }
+  if (n == 0) return size_t{0};
+  copy_bytes(ring_.get() + at, data, n);
+  allocated_ += n;
+  if (auto s = post(ring_.get() + at, n, allocated_); !s.ok()) return s;
+  return n;
+}
+
+absl::StatusOr<size_t> UcxPair::send_some(const std::byte* data, size_t len) {
+  auto n = stage(data, len);
+  if (n.ok()) bytes_sent_.add(*n);
+  return n;
+}
+
+absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
+  // Bytes of an offer that completed beyond what the last call asked for are handed over
+  // as the caller comes back for them.
+  if (ahead_len_ > 0) {
+    if (data != ahead_) return fail(offer_changed());
+    const size_t n = std::min(len, ahead_len_);
+    ahead_ += n, ahead_len_ -= n;
+    bytes_sent_.add(n);
+    return n;
+  }
+  if (offer_request_ != nullptr) {
+    if (data != offer_data_) return fail(offer_changed());
+    worker_->progress();
+    const ucs_status_t s = ucp_request_check_status(offer_request_);
+    if (s == UCS_INPROGRESS) {
+      if (auto u = usable(); !u.ok()) return u;
+      return size_t{0};
+    }
+    ucp_request_free(offer_request_);
+    offer_request_ = nullptr;
+    if (s != UCS_OK) return failure("an offered send failed", s);
+    ahead_ = data, ahead_len_ = offer_len_;
+    return offer_some(data, len);
+  }
+  if (len < kOfferFrom) return send_some(data, len);
+  if (auto s = usable(); !s.ok()) return s;
+  const size_t n = std::min(len, kMaxMessage);
+  ucp_request_param_t param{};
+  void* r = ucp_tag_send_nbx(ep_, data, n, o_.tag_out, &param);
+  if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
+  if (r == nullptr) {
+    bytes_sent_.add(n);
+    return n;
+  }
+  offer_data_ = data, offer_len_ = n, offer_request_ = r;
+  return offer_some(data, len);  // a send UCX finished at once counts at once
+}
+
+absl::Status UcxPair::offer_changed() {
+  return absl::FailedPreconditionError(
+      "a send came while an offer was under way (offer_some must be called again with the "
+      "rest of the same, unchanged buffer until it is all taken)");
+}
+
+bool UcxPair::tend() {
+  worker_->progress();
+  if (!usable().ok() || !reclaim().ok()) return false;
+  return flight_count_ > 0 || offer_request_ != nullptr;
+}
+
+// ---- receiving ----
+
+absl::Status UcxPair::wait(void* request, const char* what) {
+  if (request == nullptr) return absl::OkStatus();
+  if (UCS_PTR_IS_ERR(request)) return failure(what, UCS_PTR_STATUS(request));
+  const Deadline deadline = Deadline::after(absl::Milliseconds(o_.stall_ms));
+  Backoff backoff;
+  ucs_status_t s;
+  while ((s = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    if (worker_->progress_once()) {
+      backoff.reset();
+      continue;
+    }
+    if (deadline.expired() || !usable().ok()) {
+      ucp_request_cancel(worker_->get(), request);
+      ucp_request_free(request);
+      if (!failed_.ok()) return failed_;
+      return fail(absl::DeadlineExceededError(absl::StrCat(
+          what, " stalled for ", o_.stall_ms, " ms (WEFT_PATH_TIMEOUT_MS) after it began")));
+    }
+    backoff.pause();
+  }
+  ucp_request_free(request);
+  if (s != UCS_OK) return failure(what, s);
+  return absl::OkStatus();
+}
+
+absl::Status UcxPair::land(std::byte* dst, size_t len) {
+  ucp_request_param_t param{};
+  ucp_tag_message_h msg = probed_;
+  probed_ = nullptr;
+  void* r = ucp_tag_msg_recv_nbx(worker_->get(), dst, len, msg, &param);
+  return wait(r, "receiving a message");
+}
+
+absl::StatusOr<std::optional<size_t>> UcxPair::next_message() {
+  for (;;) {
+    if (probed_ != nullptr) return std::optional<size_t>(probed_len_);
+    if (peer_closed_) return std::optional<size_t>();
+    ucp_tag_recv_info_t info{};
+    probed_ = ucp_tag_probe_nb(worker_->get(), o_.tag_in, kEveryTagBit, 1, &info);
+    if (probed_ == nullptr) return std::optional<size_t>();
+    probed_len_ = info.length;
+    if (probed_len_ == 0) {  // the peer closed the link after its last bytes
+      if (auto s = land(nullptr, 0); !s.ok()) return s;
+      peer_closed_ = true;
+      continue;
+    }
+    if (!hello_pending_) return std::optional<size_t>(probed_len_);
+    Hello hello{};
+    if (probed_len_ != sizeof hello) {
+      return fail(absl::DataLossError(absl::StrCat(
+          "its first message has ", probed_len_, " bytes, not a ", sizeof hello, "-byte hello")));
+    }
+    if (auto s = land(reinterpret_cast<std::byte*>(&hello), sizeof hello); !s.ok()) return s;
+    if (std::memcmp(hello.magic, kMagic, sizeof kMagic) != 0 || hello.rank != o_.peer ||
+        hello.peer != o_.self) {
+      return fail(absl::DataLossError(absl::StrCat(
+          "its hello came from rank ", hello.rank, " for rank ", hello.peer,
+          " (a rank of another job with the same secret?)")));
+    }
+    hello_pending_ = false;
+  }
+}
+
+absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
+  worker_->progress();
+  size_t got = 0;
+  while (got < max) {
+    if (inbox_at_ < inbox_len_) {
+      const size_t n = std::min(inbox_len_ - inbox_at_, max - got);
+      for (size_t done = 0; done < n;) {
+        const size_t run = std::min(n - done, to.run_from(got + done));
+        copy_bytes(to.at(got + done), inbox_.get() + inbox_at_ + done, run);
+        done += run;
+      }
+      inbox_at_ += n, got += n;
+      continue;
+    }
+    auto next = next_message();
+    if (!next.ok()) return next.status();
+    if (!next->has_value()) break;
+    const size_t len = **next;
+    if (len >= kDirectFrom && len <= max - got && len <= to.run_from(got)) {
+      if (auto s = land(to.at(got), len); !s.ok()) return s;
+      got += len;
+    } else {
+      if (auto s = land(inbox_.get(), len); !s.ok()) return s;
+      inbox_at_ = 0, inbox_len_ = len;
+    }
+  }
+  bytes_received_.add(got);
+  if (got == 0 && max > 0) {
+    if (auto s = usable(); !s.ok()) return s;
+    if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
+  }
+  return got;
+}
+
+absl::StatusOr<size_t> UcxPair::recv_some(size_t max, Sink sink) {
+  worker_->progress();
+  size_t got = 0;
+  while (got < max) {
+    if (inbox_at_ < inbox_len_) {
+      const size_t n = std::min(inbox_len_ - inbox_at_, max - got);
+      sink(inbox_.get() + inbox_at_, n);
+      inbox_at_ += n, got += n;
+      continue;
+    }
+    auto next = next_message();
+    if (!next.ok()) return next.status();
+    if (!next->has_value()) break;
+    if (auto s = land(inbox_.get(), **next); !s.ok()) return s;
+    inbox_at_ = 0, inbox_len_ = **next;
+  }
+  bytes_received_.add(got);
+  if (got == 0 && max > 0) {
+    if (auto s = usable(); !s.ok()) return s;
+    if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
+  }
+  return got;
+}
+
+PairStats UcxPair::stats() const {
+  PairStats s;
+  s.bytes_sent = bytes_sent_.get();
+  s.bytes_received = bytes_received_.get();
+  s.errors = errors_.get();
+  return s;
+}
+
+}  // namespace weft::transport::ucx

@@ -1,0 +1,126 @@
+// A ucx link: one UCP endpoint to the peer's worker, and the link's byte stream carried as
+// tagged messages (address.hpp: one tag per direction, which UCX keeps in order).
+//
+// Sending. send_some copies into a ring of this link's own (pages touched when the link
+// opens) and posts the bytes as one message; the ring's space comes back as UCX completes
+// the sends, oldest first. send_some_more holds nothing back: no call follows to post held
+// bytes but the next send, and UCX has no kernel to send them meanwhile. offer_some, for bytes the peer only
+// copies, posts the caller's own buffer: UCX moves a large one by its zero-copy rendezvous
+// (RDMA where the transport has it, CMA between processes of one host), and the bytes count
+// as taken once the send completed.
+//
+// Receiving. The next message is found with a tag probe, so its length is known before it
+// lands: one that fits where the caller wants the next bytes goes straight there (rendezvous
+// into the user's buffer), any other into this link's receive buffer, from which it is
+// handed over as the caller asks. A zero-length message says the peer closed the link.
+//
+// Waits. A message once matched is finished within the path timeout, UCX progressing the
+// worker meanwhile (a message that has begun to arrive is as good as a copy under way);
+// everything else returns at once. An error UCX reports on the endpoint fails the link,
+// with UCX's words and the peer named.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "transport/transport.hpp"
+#include "transport/ucx/worker.hpp"
+
+namespace weft::transport::ucx {
+
+class UcxPair : public Pair {
+ public:
+  struct Options {
+    int self = -1;
+    int peer = -1;
+    int32_t peer_pid = 0;
+    bool same_host = false;  ///< the peer's process can be asked whether it still runs
+    uint64_t tag_out = 0;    ///< address.hpp's link_tag(self -> peer)
+    uint64_t tag_in = 0;     ///< and back
+    int stall_ms = 5000;     ///< how long a matched message may take to finish
+  };
+
+  /// Creates the endpoint and sends the hello; the higher rank also waits, until
+  /// `deadline`, for the peer's (so a peer that never connects is an error there, as in
+  /// shm: the lower rank returns at once).
+  static absl::StatusOr<std::unique_ptr<UcxPair>> open(std::shared_ptr<Worker> worker,
+                                                       const std::string& peer_address,
+                                                       const Options& options, Deadline deadline);
+  ~UcxPair() override;
+
+  int peer() const override { return o_.peer; }
+  absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
+  absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
+  absl::Status check_peer() override;
+  PairStats stats() const override;
+  bool tend() override;
+
+  static constexpr size_t kMaxMessage = size_t{4} << 20;  ///< and the receive buffer's size
+  static constexpr size_t kSendRingBytes = size_t{8} << 20;
+  /// Offers below this are copied: a rendezvous's round trip costs more than the copy.
+  static constexpr size_t kOfferFrom = size_t{64} << 10;
+  /// Messages at least this large go straight where the caller wants them when they fit.
+  static constexpr size_t kDirectFrom = size_t{16} << 10;
+
+ private:
+  UcxPair(std::shared_ptr<Worker> worker, const Options& options);
+
+  // Sending.
+  absl::StatusOr<size_t> stage(const std::byte* data, size_t len);  // copies, then posts
+  absl::Status post(const std::byte* data, size_t len, uint64_t ring_end);
+  absl::Status reclaim();  // frees the ring space of completed sends, oldest first
+  // Receiving: the next message's length (nullopt: none yet), the hello consumed on the way.
+  absl::StatusOr<std::optional<size_t>> next_message();
+  absl::Status land(std::byte* dst, size_t len);  // receives the probed message into dst
+  absl::Status wait(void* request, const char* what);
+  static absl::Status offer_changed();
+
+  absl::Status usable();  // the link's failure, if it failed
+  absl::Status fail(absl::Status cause);
+  absl::Status failure(const char* what, ucs_status_t status);
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  std::shared_ptr<Worker> worker_;
+  Options o_;
+  ucp_ep_h ep_ = nullptr;
+
+  std::unique_ptr<std::byte[]> ring_;  // kSendRingBytes; positions count bytes ever used
+  uint64_t allocated_ = 0, freed_ = 0;
+  struct InFlight {
+    void* request;     // null: completed when posted
+    uint64_t ring_end;  // the ring is free up to here once this send completes
+  };
+  static constexpr size_t kMaxInFlight = 256;
+  std::array<InFlight, kMaxInFlight> flight_{};
+  size_t flight_first_ = 0, flight_count_ = 0;
+  const std::byte* offer_data_ = nullptr;  // the caller's buffer under way (offer_some)
+  size_t offer_len_ = 0;
+  void* offer_request_ = nullptr;
+  const std::byte* ahead_ = nullptr;  // offered bytes sent, not yet handed back as taken
+  size_t ahead_len_ = 0;
+
+  std::unique_ptr<std::byte[]> inbox_;  // kMaxMessage
+  size_t inbox_at_ = 0, inbox_len_ = 0;  // unread bytes [at, len)
+  ucp_tag_message_h probed_ = nullptr;   // matched, not yet received
+  size_t probed_len_ = 0;
+  bool hello_pending_ = true;  // the peer's hello is its first message
+  bool peer_closed_ = false;
+
+  absl::Status failed_;  // the link's thread only
+  // UCX reports endpoint errors from whichever thread progresses the worker.
+  std::atomic<bool> endpoint_failed_{false};
+  mutable absl::Mutex endpoint_mu_;
+  ucs_status_t endpoint_status_ ABSL_GUARDED_BY(endpoint_mu_) = UCS_OK;
+
+  LinkCounter bytes_sent_, bytes_received_, errors_;
+};
+
+}  // namespace weft::transport::ucx

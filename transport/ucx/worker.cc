@@ -1,0 +1,158 @@
+#include "transport/ucx/worker.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace weft::transport::ucx {
+namespace {
+
+// Each one: the name UCX gives the memory type, by ucs_memory_type_t.
+constexpr std::pair<ucs_memory_type_t, const char*> kMemoryTypes[] = {
+    {UCS_MEMORY_TYPE_HOST, "host"},           {UCS_MEMORY_TYPE_CUDA, "cuda"},
+    {UCS_MEMORY_TYPE_CUDA_MANAGED, "cuda-managed"}, {UCS_MEMORY_TYPE_ROCM, "rocm"},
+    {UCS_MEMORY_TYPE_ROCM_MANAGED, "rocm-managed"},
+};
+
+UcxInfo describe(ucp_context_h context) {
+  UcxInfo info;
+  info.version = ucp_get_version_string();
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(context, &attr) == UCS_OK) {
+    for (const auto& [type, name] : kMemoryTypes) {
+      if (attr.memory_types & (uint64_t{1} << type)) info.memory_types.emplace_back(name);
+    }
+    info.device_memory = attr.memory_types & (uint64_t{1} << UCS_MEMORY_TYPE_CUDA);
+  }
+  return info;
+}
+
+absl::StatusOr<ucp_context_h> make_context(const std::string& net_devices, int peers) {
+  ucp_config_t* config = nullptr;
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
+    return ucx_error(s, "reading UCX's configuration (UCX_* variables)");
+  }
+  if (!net_devices.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    if (ucs_status_t s = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str()); s != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(s, absl::StrCat("setting UCX_NET_DEVICES=", net_devices));
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                      UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.estimated_num_eps = peers > 0 ? static_cast<size_t>(peers) : 1;
+  params.mt_workers_shared = 0;
+  ucp_context_h context = nullptr;
+  const ucs_status_t s = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (s != UCS_OK) return ucx_error(s, "initialising UCX (check UCX_TLS and UCX_NET_DEVICES)");
+  return context;
+}
+
+}  // namespace
+
+absl::Status ucx_error(ucs_status_t status, std::string_view what) {
+  const std::string message = absl::StrCat(std::string(what), ": UCX says ", ucs_status_string(status));
+  switch (status) {
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+      return absl::DeadlineExceededError(message);
+    case UCS_ERR_NO_DEVICE:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_UNSUPPORTED:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Worker>> Worker::create(const std::string& net_devices, int peers) {
+  auto context = make_context(net_devices, peers);
+  if (!context.ok()) return context.status();
+  std::shared_ptr<Worker> w(new Worker());
+  w->context_ = *context;
+  w->info_ = describe(w->context_);
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_MULTI;
+  if (ucs_status_t s = ucp_worker_create(w->context_, &params, &w->worker_); s != UCS_OK) {
+    return ucx_error(s, "creating a UCX worker");
+  }
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  if (ucs_status_t s = ucp_worker_get_address(w->worker_, &address, &length); s != UCS_OK) {
+    return ucx_error(s, "reading the UCX worker's address");
+  }
+  w->address_.assign(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(w->worker_, address);
+  if (ucs_status_t s = ucp_worker_get_efd(w->worker_, &w->wakeup_fd_); s != UCS_OK) {
+    return ucx_error(s, "reading the UCX worker's event file descriptor");
+  }
+  w->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (w->stop_fd_ < 0) return absl::ResourceExhaustedError("eventfd failed for the ucx worker");
+  w->thread_ = std::thread([raw = w.get()] { raw->serve(); });
+  return w;
+}
+
+Worker::~Worker() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!write(stop_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (stop_fd_ >= 0) close(stop_fd_);
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+void Worker::note_driven() {
+  driven_at_ns_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+}
+
+void Worker::progress() {
+  note_driven();
+  // Bounded: a stream of arrivals must not keep one call here forever.
+  for (int i = 0; i < 16 && ucp_worker_progress(worker_) != 0; ++i) {
+  }
+}
+
+bool Worker::progress_once() {
+  note_driven();
+  return ucp_worker_progress(worker_) != 0;
+}
+
+void Worker::serve() {
+  constexpr int64_t kCallsDriveItNs = 1'000'000;  // a call drove it this recently: leave it
+  pollfd fds[2] = {{wakeup_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  for (;;) {
+    const int64_t since = absl::GetCurrentTimeNanos() - driven_at_ns_.load(std::memory_order_relaxed);
+    if (since < kCallsDriveItNs) {
+      // Sleep until a millisecond after the last call's progress, or until stopped.
+      if (poll(&fds[1], 1, 1) > 0) return;
+      continue;
+    }
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    const ucs_status_t armed = ucp_worker_arm(worker_);
+    if (armed == UCS_ERR_BUSY) continue;  // events came meanwhile: progress again
+    // Armed, or UCX cannot arm this worker: wake on its events, and look anyway now and then.
+    if (poll(fds, 2, armed == UCS_OK ? 100 : 1) > 0 && fds[1].revents != 0) return;
+  }
+}
+
+absl::StatusOr<UcxInfo> describe_ucx() {
+  auto context = make_context("", 1);
+  if (!context.ok()) return context.status();
+  UcxInfo info = describe(*context);
+  ucp_cleanup(*context);
+  return info;
+}
+
+}  // namespace weft::transport::ucx

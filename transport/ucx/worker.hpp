@@ -1,0 +1,71 @@
+// One UCP context and worker per communicator, shared by the ucx transport and its links.
+//
+// UCX's own settings (UCX_TLS, UCX_NET_DEVICES, UCX_RNDV_THRESH, ...) come from the
+// environment as UCX reads them; weft adds only what the user left unset: the rails
+// WEFT_SOCKET_IFNAME names become UCX_NET_DEVICES, so a rail weft may not use is one UCX
+// does not use either. The worker runs in UCX's multi-thread mode: links of one
+// communicator are driven one thread at a time, but UCX calls their error handlers from
+// whichever thread progresses the worker, and the health monitor may read a link meanwhile.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace weft::transport::ucx {
+
+/// What the UCX weft runs on can do, for `weft info` and `weft diag topo`.
+struct UcxInfo {
+  std::string version;                    ///< "1.13.1"
+  std::vector<std::string> memory_types;  ///< "host", "cuda", ... as UCX names them
+  bool device_memory = false;             ///< whether UCX moves CUDA memory itself
+};
+
+class Worker {
+ public:
+  /// `net_devices`: UCX_NET_DEVICES for this context when the user set none ("": UCX's
+  /// default); `peers`: how many endpoints it expects.
+  static absl::StatusOr<std::shared_ptr<Worker>> create(const std::string& net_devices, int peers);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  ucp_worker_h get() const { return worker_; }
+  /// The worker's address: what peers create endpoints to (binary, published in bootstrap).
+  const std::string& address() const { return address_; }
+  /// Runs UCX's progress a bounded number of times, until it reports nothing more to do,
+  /// from a call on the data path (which keeps the worker's own thread asleep).
+  void progress();
+  /// One round of UCX's progress from a call; returns whether anything happened.
+  bool progress_once();
+  const UcxInfo& info() const { return info_; }
+
+ private:
+  Worker() = default;
+  void serve();  // the worker's own thread
+  void note_driven();
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int wakeup_fd_ = -1;  // UCX's event fd
+  int stop_fd_ = -1;    // an eventfd that stops the thread
+  std::atomic<int64_t> driven_at_ns_{0};  // when a call last progressed the worker
+  std::thread thread_;
+  std::string address_;
+  UcxInfo info_;
+};
+
+/// The UCX library's description, from a context made for the purpose.
+absl::StatusOr<UcxInfo> describe_ucx();
+
+/// The error UCX's `status` means, as weft reports it: "<what>: <UCX's words>".
+absl::Status ucx_error(ucs_status_t status, std::string_view what);
+
+}  // namespace weft::transport::ucx
