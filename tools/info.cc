@@ -9,6 +9,7 @@
 #include "src/health/policy.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/rails.hpp"
+#include "transport/transport.hpp"
 #include "tools/cli.hpp"
 #include "tools/commands.hpp"
 
@@ -77,7 +78,8 @@ int info_command(int argc, char** argv) {
   warn_about_unknown_env();
   std::printf("weft %s\n", WEFT_VERSION);
   std::printf("reduction kernels: %s\n", reduce_isa());
-  std::printf("transports: shm (same host), tcp (any host)\n");
+  std::printf("transports: shm (same host), tcp (any host), ucx (any host)\n");
+  std::printf("ucx: %s\n", transport::ucx_description().c_str());
   print_listening();
   std::printf("\n");
   std::printf("algorithms (first of each collective is its default):\n");

@@ -44,6 +44,16 @@ bool ucx_wanted_by_default() {
 #endif
 }
 
+std::string ucx_description() {
+#ifdef WEFT_HAVE_UCX
+  return absl::StrCat(ucx::describe(), "; between hosts by default: ",
+                      ucx::rdma_device_present() ? "yes (an RDMA device is present)"
+                                                 : "no (no RDMA device; WEFT_TRANSPORT=ucx forces it)");
+#else
+  return "not built (this weft was built without UCX)";
+#endif
+}
+
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(std::string_view name,
                                                           const TransportInit& init) {
   if (name == "shm") return shm::make_transport(init);

@@ -298,6 +298,10 @@ class Transport {
 /// links ranks of different hosts unless WEFT_TRANSPORT says otherwise.
 bool ucx_wanted_by_default();
 
+/// What `weft info` says about the ucx transport: UCX's version and memory types, or why
+/// there is none.
+std::string ucx_description();
+
 /// Creates the named transport ("shm", "tcp" or "ucx") for one communicator.
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(std::string_view name,
                                                           const TransportInit& init);

@@ -281,7 +281,13 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"tcp", 3, SIGKILL, "broadcast"},
                       FaultCase{"shm", 1, SIGKILL, "allreduce", kSmallFloats},
                       FaultCase{"shm", 2, SIGKILL, "allgather", kSmallFloats},
-                      FaultCase{"tcp", 1, SIGKILL, "allreduce", kSmallFloats}),
+                      FaultCase{"tcp", 1, SIGKILL, "allreduce", kSmallFloats}
+#ifdef WEFT_HAVE_UCX
+                      ,
+                      FaultCase{"ucx", 2}, FaultCase{"ucx", 1, SIGKILL, "allgather"},
+                      FaultCase{"ucx", 3, SIGKILL, "broadcast"}
+#endif
+                      ),
     [](const ::testing::TestParamInfo<FaultCase>& info) { return case_name(info.param); });
 
 // The victim dies while the ranks change their route at nearly every call (issue 22): the
@@ -297,6 +303,9 @@ INSTANTIATE_TEST_SUITE_P(
     StopOneOfFour, FaultTest,
     ::testing::Values(FaultCase{"shm", 2, SIGSTOP, "allreduce"},
                       FaultCase{"tcp", 2, SIGSTOP, "allreduce"},
+#ifdef WEFT_HAVE_UCX
+                      FaultCase{"ucx", 2, SIGSTOP, "allreduce"},
+#endif
                       FaultCase{"shm", 1, SIGSTOP, "allgather"},
                       FaultCase{"tcp", 1, SIGSTOP, "allgather"},
                       FaultCase{"shm", 3, SIGSTOP, "broadcast"},

@@ -57,6 +57,14 @@ absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportInit& i
   return std::make_unique<UcxTransport>(init, *std::move(worker));
 }
 
+std::string describe() {
+  auto info = describe_ucx();
+  if (!info.ok()) return absl::StrCat("UCX unusable here: ", info.status().message());
+  return absl::StrCat("UCX ", info->version, ", moves memory of type ",
+                      absl::StrJoin(info->memory_types, ", "),
+                      info->device_memory ? " (CUDA memory: yes)" : " (CUDA memory: no)");
+}
+
 bool rdma_device_present() {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "transport/transport.hpp"
@@ -22,6 +23,10 @@
 namespace weft::transport::ucx {
 
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportInit& init);
+
+/// UCX's version and the memory it moves, for `weft info`: "UCX 1.13.1, moves memory of
+/// type host (CUDA memory: no)".
+std::string describe();
 
 /// Whether this host has an InfiniBand or RoCE device UCX could use (/sys/class/infiniband).
 bool rdma_device_present();
