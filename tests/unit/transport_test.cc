@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/unit/rail_namespace.hpp"
+#include "tests/unit/scoped_env.hpp"
 #include "tests/unit/transport_harness.hpp"
 #include "transport/shm/context.hpp"
 #include "transport/tcp/context.hpp"
@@ -365,13 +366,10 @@ TEST_P(TransportTest, PeerGoneIsReportedNotHung) {
 /// memory and CMA, or over tcp, on this one host.
 MakeTransport ucx_over(const char* tls) {
   return [tls](const TransportInit& init) {
-    const char* before = std::getenv("UCX_TLS");
-    const std::string saved = before != nullptr ? before : "";
-    setenv("UCX_TLS", tls, 1);
+    const weft::testing::ScopedEnv env("UCX_TLS", tls);
     TransportInit forced = init;
     forced.forced = true;  // ranks of one host: ucx only because it is asked for
     auto t = ucx::make_transport(forced);
-    before != nullptr ? setenv("UCX_TLS", saved.c_str(), 1) : unsetenv("UCX_TLS");
     return t;
   };
 }

@@ -4,9 +4,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/env.hpp"
 
 namespace weft::transport::ucx {
 namespace {
@@ -37,7 +37,7 @@ absl::StatusOr<ucp_context_h> make_context(const std::string& net_devices, int p
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
     return ucx_error(s, "reading UCX's configuration (UCX_* variables)");
   }
-  if (!net_devices.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+  if (!net_devices.empty() && !read_env("UCX_NET_DEVICES").has_value()) {
     if (ucs_status_t s = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str()); s != UCS_OK) {
       ucp_config_release(config);
       return ucx_error(s, absl::StrCat("setting UCX_NET_DEVICES=", net_devices));
