@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -16,6 +17,7 @@ namespace weft::transport::shm {
 namespace {
 
 constexpr size_t kHeaderBytes = 4096;
+constexpr char kShmDir[] = "/dev/shm";  // where glibc's shm_open keeps its names
 constexpr uint64_t kCells = 1024;
 // Messages up to four cells travel inline; larger ones through the bulk ring, in stretches
 // of at most 64 KiB so the receiver can start on a large message before it is all written.
@@ -121,25 +123,28 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
     return absl::InvalidArgumentError(
         absl::StrCat("shm ring capacity ", capacity, " is not a power of two >= 64 KiB; fix WEFT_SHM_RING_BYTES"));
   }
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  // The segment is made under a name of its own and renamed to `name` once complete, so an
+  // attacher never maps one that is still being written.
+  const std::string making = absl::StrCat(name, ".making");
+  int fd = shm_open(making.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {
     // A leftover of a crashed job that drew the same job id: it is ours to replace.
-    shm_unlink(name.c_str());
-    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    shm_unlink(making.c_str());
+    fd = shm_open(making.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   }
-  if (fd < 0) return errno_error("cannot create shared memory", name);
+  if (fd < 0) return errno_error("cannot create shared memory", making);
   const size_t bytes = kHeaderBytes + kCells * sizeof(Cell) + capacity;
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     close(fd);
-    shm_unlink(name.c_str());
-    return errno_error("cannot size shared memory", name);
+    shm_unlink(making.c_str());
+    return errno_error("cannot size shared memory", making);
   }
   // Reserve the pages now: on a full /dev/shm, touching them below would be a SIGBUS.
   int err = EINTR;
   while (err == EINTR) err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (err != 0) {
     close(fd);
-    shm_unlink(name.c_str());
+    shm_unlink(making.c_str());
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot reserve ", bytes, " bytes of /dev/shm for ", name, ": ", std::strerror(err),
         "; lower WEFT_SHM_RING_BYTES, or free /dev/shm (weft cleanup removes rings of dead jobs)"));
@@ -147,11 +152,9 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
-    shm_unlink(name.c_str());
-    return errno_error("cannot map shared memory", name);
+    shm_unlink(making.c_str());
+    return errno_error("cannot map shared memory", making);
   }
-  Ring ring(name, base, bytes);
-  ring.created_ = true;
   // Touch every page now: a fault on the data path costs ~10 us. Zeroed tags also mean
   // "not written" for every cell.
   std::memset(static_cast<std::byte*>(base) + kHeaderBytes, 0, bytes - kHeaderBytes);
@@ -162,8 +165,18 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
   h->bulk_capacity = capacity;
   h->creator_pid = static_cast<int32_t>(getpid());
   h->creator_pidns = own_pid_namespace();
-  ring.map_layout();
   h->state.store(RingHeader::kReady, std::memory_order_release);
+  // shm_open's names are files of /dev/shm; rename publishes the segment whole, replacing a
+  // crashed job's leftover of the same name.
+  if (rename(absl::StrCat(kShmDir, making).c_str(), absl::StrCat(kShmDir, name).c_str()) != 0) {
+    const absl::Status error = errno_error("cannot publish shared memory", name);
+    munmap(base, bytes);
+    shm_unlink(making.c_str());
+    return error;
+  }
+  Ring ring(name, base, bytes);
+  ring.created_ = true;
+  ring.map_layout();
   return ring;
 }
 
@@ -174,7 +187,8 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
     const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0) {
       struct stat st {};
-      // The receiver may not have sized it yet; an undersized map would fault.
+      // The creator publishes only whole segments; anything else under this name is a
+      // leftover it is about to replace (an undersized map would fault).
       if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) > kHeaderBytes) {
         const size_t bytes = static_cast<size_t>(st.st_size);
         void* base =

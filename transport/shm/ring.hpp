@@ -75,7 +75,8 @@ uint64_t own_pid_namespace();
 /// One end of a ring: mapped in this process, unmapped on destruction.
 class Ring {
  public:
-  /// Creates, sizes and pre-faults the segment `name` with a bulk ring of `bulk_bytes`.
+  /// Creates, sizes and pre-faults the segment `name` with a bulk ring of `bulk_bytes`; the
+  /// name appears only once the segment is complete (it is made as `name`.making).
   static absl::StatusOr<Ring> create(const std::string& name, size_t bulk_bytes);
   /// Waits (by `deadline`) until the creator has made `name` ready, maps it and removes the
   /// name: once both processes hold the mapping, a crash leaves nothing in /dev/shm.
