@@ -91,6 +91,8 @@ UcxPair::~UcxPair() {
     worker_->progress_once();
   }
   if (UCS_PTR_IS_PTR(closing)) ucp_request_free(closing);
+  // A message taken off UCX's queue by a probe is UCX's to free only once received.
+  if (probed_ != nullptr) (void)land(inbox_.get(), probed_len_);
   // Requests still held complete (or are cancelled) with the endpoint; none may outlive
   // the buffers they point into.
   for (size_t i = 0; i < flight_count_; ++i) {

@@ -4,8 +4,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-
 #include "absl/strings/str_cat.h"
+#include "src/base/deadline.hpp"
 #include "src/base/env.hpp"
 
 namespace weft::transport::ucx {
@@ -108,8 +108,32 @@ Worker::~Worker() {
     thread_.join();
   }
   if (stop_fd_ >= 0) close(stop_fd_);
-  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (worker_ != nullptr) {
+    drop_unread();
+    ucp_worker_destroy(worker_);
+  }
   if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+void Worker::drop_unread() {
+  std::vector<std::byte> scratch;
+  for (int i = 0; i < 1024; ++i) {
+    ucp_worker_progress(worker_);
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
+    if (message == nullptr) return;
+    scratch.resize(info.length);
+    ucp_request_param_t param{};
+    void* r = ucp_tag_msg_recv_nbx(worker_, scratch.data(), info.length, message, &param);
+    if (!UCS_PTR_IS_PTR(r)) continue;
+    // A rendezvous whose sender is gone never completes: it gets a moment, then is dropped.
+    const Deadline deadline = Deadline::after(absl::Milliseconds(100));
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && !deadline.expired()) {
+      ucp_worker_progress(worker_);
+    }
+    if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
+    ucp_request_free(r);
+  }
 }
 
 void Worker::note_driven() {

@@ -51,6 +51,9 @@ class Worker {
   Worker() = default;
   void serve();  // the worker's own thread
   void note_driven();
+  // Receives and drops what nobody read, before the worker goes: UCX warns of every message
+  // still queued then.
+  void drop_unread();
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
