@@ -67,7 +67,7 @@ constexpr const char* kTcp = "weft: tcp retransmits";
 constexpr const char* kWeft = "weft: transport observations";
 
 Rule rule(const char* counter, Measure m, double suspect, double failing, const char* anchor) {
-  return Rule{counter, m, suspect, failing, absl::ZeroDuration(), anchor};
+  return Rule{counter, m, suspect, failing, absl::ZeroDuration(), anchor, "", 0};
 }
 
 Rule ratio(const char* counter, const char* per, double min_per, double suspect,
@@ -146,7 +146,7 @@ Rule& rule_to_change(Policy& p, std::string_view counter) {
     if (r.counter == counter) return r;
   }
   p.rules.push_back(Rule{std::string(counter), Measure::kRate, kNever, kNever,
-                         absl::ZeroDuration(), "set by the user"});
+                         absl::ZeroDuration(), "set by the user", "", 0});
   return p.rules.back();
 }
 

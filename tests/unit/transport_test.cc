@@ -316,7 +316,9 @@ TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
             default:  // what AgreementRound::send does with a payload carried in place
               auto n = out == 0 ? a_->send_gathered(gather, left)
                                 : a_->send_some(gather.at(out), std::min(left, gather.run_from(out)));
-              if (n.ok()) EXPECT_LE(*n, left);
+              if (n.ok()) {
+                EXPECT_LE(*n, left);
+              }
               return n;
           }
         },
@@ -325,7 +327,9 @@ TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
           const Scatter to = in < head ? Scatter{got_head.data() + in, head - in, got_body.data()}
                                        : Scatter{got_body.data() + (in - head), body - (in - head), nullptr};
           auto n = b_->recv_scatter(to, max);
-          if (n.ok()) EXPECT_LE(*n, max);
+          if (n.ok()) {
+            EXPECT_LE(*n, max);
+          }
           return n;
         });
     ASSERT_EQ(arrived, msg.size()) << "message " << i << " did not arrive in time";
