@@ -166,7 +166,7 @@ std::string settings_help() {
       "Settings are WEFT_* environment variables (under mpirun, pass each with -x NAME=value);\n"
       "`weft info` prints every one with its default and current value. The main ones:\n"
       "  %-19s seconds any wait may take before the call fails (default %s)\n"
-      "  %-19s auto, shm or tcp: force one transport for every link\n"
+      "  %-19s auto, shm, tcp or ucx: force one transport for every link\n"
       "  %-19s force algorithms, e.g. allreduce=ring (weft info lists them)\n"
       "  %-19s tcp's network interfaces (rails), e.g. eth0,eth1\n"
       "  %-19s text every rank of the job shares; connections prove they know it\n",

@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
                                                        const std::string& peer_address,
                                                        const Options& options, Deadline deadline) {
   std::unique_ptr<UcxPair> p(new UcxPair(std::move(worker), options));
+  Worker::Hold hold(*p->worker_);  // let go before p, should p go on an error
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -62,7 +63,7 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
     p->worker_->progress();
     if (auto next = p->next_message(); !next.ok()) return next.status();
     if (!p->hello_pending_) break;
-    if (auto s = p->check_peer(); !s.ok()) return s;
+    if (auto s = p->check_peer_held(); !s.ok()) return s;
     if (deadline.expired()) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rank ", options.self, " waited for rank ", options.peer,
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
 
 UcxPair::~UcxPair() {
   if (ep_ == nullptr) return;
+  Worker::Hold hold(*worker_);
   // A zero-length message after the last bytes tells the peer the link closed, so its next
   // wait fails at once instead of at its deadline.
   const bool healthy = usable().ok();
@@ -147,6 +149,11 @@ absl::Status UcxPair::usable() {
 }
 
 absl::Status UcxPair::check_peer() {
+  Worker::Hold hold(*worker_);
+  return check_peer_held();
+}
+
+absl::Status UcxPair::check_peer_held() {
   worker_->progress();
   if (auto s = usable(); !s.ok()) return s;
   if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
@@ -200,15 +207,17 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
 absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len) {
   if (auto s = usable(); !s.ok()) return s;
   if (offer_request_ != nullptr || ahead_len_ > 0) return fail(offer_changed());
-  worker_->progress();
-  if (auto s = reclaim(); !s.ok()) return s;
+  if (flight_count_ > 0) {  // a small send UCX finished when posted leaves nothing to reclaim
+    worker_->progress();
+    if (auto s = reclaim(); !s.ok()) return s;
+  }
   if (len == 0 || flight_count_ == kMaxInFlight) return size_t{0};
   const size_t want = std::min(len, kMaxMessage);
   size_t at = allocated_ % kSendRingBytes;
   size_t free = kSendRingBytes - (allocated_ - freed_);
   size_t n = std::min({want, kSendRingBytes - at, free});
   // A message that the ring's end would cut short starts over at its beginning instead.
-  const size_t worth = std::min(want, kDirectFrom);
+  const size_t worth = std::min(want, kUncutUpTo);
   if (n < worth && at != 0 && free >= (kSendRingBytes - at) + worth) {
     allocated_ += kSendRingBytes - at;
     free -= kSendRingBytes - at;
@@ -223,12 +232,22 @@ absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len) {
 }
 
 absl::StatusOr<size_t> UcxPair::send_some(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  return send_held(data, len);
+}
+
+absl::StatusOr<size_t> UcxPair::send_held(const std::byte* data, size_t len) {
   auto n = stage(data, len);
   if (n.ok()) bytes_sent_.add(*n);
   return n;
 }
 
 absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  return offer_held(data, len);
+}
+
+absl::StatusOr<size_t> UcxPair::offer_held(const std::byte* data, size_t len) {
   // Bytes of an offer that completed beyond what the last call asked for are handed over
   // as the caller comes back for them.
   if (ahead_len_ > 0) {
@@ -250,9 +269,9 @@ absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
     offer_request_ = nullptr;
     if (s != UCS_OK) return failure("an offered send failed", s);
     ahead_ = data, ahead_len_ = offer_len_;
-    return offer_some(data, len);
+    return offer_held(data, len);
   }
-  if (len < kOfferFrom) return send_some(data, len);
+  if (len < kOfferFrom) return send_held(data, len);
   if (auto s = usable(); !s.ok()) return s;
   const size_t n = std::min(len, kMaxMessage);
   ucp_request_param_t param{};
@@ -263,7 +282,7 @@ absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
     return n;
   }
   offer_data_ = data, offer_len_ = n, offer_request_ = r;
-  return offer_some(data, len);  // a send UCX finished at once counts at once
+  return offer_held(data, len);  // a send UCX finished at once counts at once
 }
 
 absl::Status UcxPair::offer_changed() {
@@ -273,6 +292,7 @@ absl::Status UcxPair::offer_changed() {
 }
 
 bool UcxPair::tend() {
+  Worker::Hold hold(*worker_);
   worker_->progress();
   if (!usable().ok() || !reclaim().ok()) return false;
   return flight_count_ > 0 || offer_request_ != nullptr;
@@ -344,6 +364,7 @@ absl::StatusOr<std::optional<size_t>> UcxPair::next_message() {
 }
 
 absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
+  Worker::Hold hold(*worker_);
   worker_->progress();
   size_t got = 0;
   while (got < max) {
@@ -361,7 +382,7 @@ absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
     if (!next.ok()) return next.status();
     if (!next->has_value()) break;
     const size_t len = **next;
-    if (len >= kDirectFrom && len <= max - got && len <= to.run_from(got)) {
+    if (len <= max - got && len <= to.run_from(got)) {
       if (auto s = land(to.at(got), len); !s.ok()) return s;
       got += len;
     } else {
@@ -378,6 +399,7 @@ absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
 }
 
 absl::StatusOr<size_t> UcxPair::recv_some(size_t max, Sink sink) {
+  Worker::Hold hold(*worker_);
   worker_->progress();
   size_t got = 0;
   while (got < max) {

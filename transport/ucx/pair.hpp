@@ -10,9 +10,10 @@
 // as taken once the send completed.
 //
 // Receiving. The next message is found with a tag probe, so its length is known before it
-// lands: one that fits where the caller wants the next bytes goes straight there (rendezvous
-// into the user's buffer), any other into this link's receive buffer, from which it is
-// handed over as the caller asks. A zero-length message says the peer closed the link.
+// lands: one that fits where the caller wants the next bytes goes straight there (for a
+// large one a rendezvous into the user's buffer), any other into this link's receive buffer,
+// from which it is handed over as the caller asks. A zero-length message says the peer
+// closed the link.
 //
 // Waits. A message once matched is finished within the path timeout, UCX progressing the
 // worker meanwhile (a message that has begun to arrive is as good as a copy under way);
@@ -66,12 +67,18 @@ class UcxPair : public Pair {
   static constexpr size_t kMaxMessage = size_t{4} << 20;  ///< and the receive buffer's size
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
   /// Offers below this are copied: a rendezvous's round trip costs more than the copy.
-  static constexpr size_t kOfferFrom = size_t{64} << 10;
-  /// Messages at least this large go straight where the caller wants them when they fit.
-  static constexpr size_t kDirectFrom = size_t{16} << 10;
+  static constexpr size_t kOfferFrom = size_t{4} << 10;
+  /// A send cut short by the ring's end to less than this (or than the whole send) starts
+  /// over at the ring's beginning instead: one message, not two.
+  static constexpr size_t kUncutUpTo = size_t{16} << 10;
 
  private:
   UcxPair(std::shared_ptr<Worker> worker, const Options& options);
+
+  // The operations of the same names, with the worker held (Worker::Hold).
+  absl::StatusOr<size_t> send_held(const std::byte* data, size_t len);
+  absl::StatusOr<size_t> offer_held(const std::byte* data, size_t len);
+  absl::Status check_peer_held();
 
   // Sending.
   absl::StatusOr<size_t> stage(const std::byte* data, size_t len);  // copies, then posts

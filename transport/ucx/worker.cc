@@ -81,7 +81,7 @@ absl::StatusOr<std::shared_ptr<Worker>> Worker::create(const std::string& net_de
   w->info_ = describe(w->context_);
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  params.thread_mode = UCS_THREAD_MODE_MULTI;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // Hold serializes it
   if (ucs_status_t s = ucp_worker_create(w->context_, &params, &w->worker_); s != UCS_OK) {
     return ucx_error(s, "creating a UCX worker");
   }
@@ -137,7 +137,8 @@ void Worker::drop_unread() {
 }
 
 void Worker::note_driven() {
-  driven_at_ns_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  // Calls drive the worker one at a time (Hold): a plain increment, no clock read.
+  driven_.store(driven_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 void Worker::progress() {
@@ -153,18 +154,21 @@ bool Worker::progress_once() {
 }
 
 void Worker::serve() {
-  constexpr int64_t kCallsDriveItNs = 1'000'000;  // a call drove it this recently: leave it
   pollfd fds[2] = {{wakeup_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  uint64_t seen = driven_.load(std::memory_order_relaxed);
   for (;;) {
-    const int64_t since = absl::GetCurrentTimeNanos() - driven_at_ns_.load(std::memory_order_relaxed);
-    if (since < kCallsDriveItNs) {
-      // Sleep until a millisecond after the last call's progress, or until stopped.
+    // A call drove the worker since the last look, or holds it now: calls progress it
+    // themselves. Look again in a millisecond, unless stopped.
+    const uint64_t driven = driven_.load(std::memory_order_relaxed);
+    if (driven != seen || held_.exchange(true, std::memory_order_acquire)) {
+      seen = driven;
       if (poll(&fds[1], 1, 1) > 0) return;
       continue;
     }
-    while (ucp_worker_progress(worker_) != 0) {
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
     }
     const ucs_status_t armed = ucp_worker_arm(worker_);
+    held_.store(false, std::memory_order_release);
     if (armed == UCS_ERR_BUSY) continue;  // events came meanwhile: progress again
     // Armed, or UCX cannot arm this worker: wake on its events, and look anyway now and then.
     if (poll(fds, 2, armed == UCS_OK ? 100 : 1) > 0 && fds[1].revents != 0) return;
