@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/comm.hpp"
+#include "transport/transport.hpp"
 
 namespace weft::tools::diag {
 namespace {
@@ -100,6 +101,8 @@ absl::StatusOr<nlohmann::json> describe_rank(Communicator& communicator) {
   }
   j["gpus"] = std::move(gpus);
   j["ib_ports"] = std::move(ib);
+  // Which memory UCX moves itself (CUDA memory straight, GPUDirect RDMA), or why no ucx.
+  j["ucx"] = transport::ucx_description();
   return j;
 }
 
@@ -123,8 +126,11 @@ nlohmann::json topo_json(const std::vector<nlohmann::json>& ranks) {
         p["expected_GBps"] = known ? nlohmann::json(total) : nlohmann::json();
         p["path"] = absl::StrCat("tcp over ", absl::StrJoin(l["rails"].get<std::vector<std::string>>(), ", "));
       } else {
-        p["expected_GBps"] = nullptr;  // a memory copy: the host's, not a link's
-        p["path"] = absl::StrCat(l["transport"].get<std::string>(), " (same host)");
+        // shm, or ucx: a memory copy on one host (the host's speed, not a link's); between
+        // hosts UCX picks the device itself.
+        p["expected_GBps"] = nullptr;
+        p["path"] = absl::StrCat(l["transport"].get<std::string>(),
+                                 a["host"] == b["host"] ? " (same host)" : " (between hosts)");
       }
       pairs.push_back(std::move(p));
     }
@@ -183,6 +189,10 @@ std::string topo_table(const nlohmann::json& topo) {
                             absl::StrCat(p["width"].get<double>(), "x"), p["rate_gbps"].get<double>(),
                             p["degraded"].get<bool>() ? "  DEGRADED (below its best)" : "");
     }
+  }
+  out += "# ucx: the memory each rank's UCX moves itself\n";
+  for (const nlohmann::json& r : topo["ranks"]) {
+    absl::StrAppendFormat(&out, "%-5d %s\n", r["rank"].get<int>(), r.value("ucx", std::string("-")));
   }
   out += "# pairs: the path weft uses and what it should carry\npair    path                            expected GB/s\n";
   for (const nlohmann::json& p : topo["pairs"]) {
