@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
   Hello hello{};
   std::memcpy(hello.magic, kMagic, sizeof kMagic);
   hello.rank = options.self, hello.peer = options.peer;
-  auto sent = p->stage(reinterpret_cast<const std::byte*>(&hello), sizeof hello);
+  auto sent = p->stage(reinterpret_cast<const std::byte*>(&hello), sizeof hello, /*more=*/false);
   if (!sent.ok()) return sent.status();
   if (options.self < options.peer) return p;
   Backoff backoff;
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
     p->worker_->progress();
     if (auto next = p->next_message(); !next.ok()) return next.status();
     if (!p->hello_pending_) break;
-    if (auto s = p->check_peer_held(); !s.ok()) return s;
+    if (auto s = p->check_peer_locked(); !s.ok()) return s;
     if (deadline.expired()) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rank ", options.self, " waited for rank ", options.peer,
@@ -80,7 +80,8 @@ UcxPair::~UcxPair() {
   // A zero-length message after the last bytes tells the peer the link closed, so its next
   // wait fails at once instead of at its deadline.
   const bool healthy = usable().ok();
-  if (healthy) (void)post(nullptr, 0, allocated_);
+  if (healthy && post_pending().ok()) (void)post(nullptr, 0, allocated_);
+  worker_->not_holding(this);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = healthy ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
@@ -150,10 +151,11 @@ absl::Status UcxPair::usable() {
 
 absl::Status UcxPair::check_peer() {
   Worker::Hold hold(*worker_);
-  return check_peer_held();
+  return check_peer_locked();
 }
 
-absl::Status UcxPair::check_peer_held() {
+absl::Status UcxPair::check_peer_locked() {
+  if (auto s = post_pending(); !s.ok()) return s;
   worker_->progress();
   if (auto s = usable(); !s.ok()) return s;
   if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
@@ -204,7 +206,7 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
   return absl::OkStatus();
 }
 
-absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len) {
+absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool more) {
   if (auto s = usable(); !s.ok()) return s;
   if (offer_request_ != nullptr || ahead_len_ > 0) return fail(offer_changed());
   if (flight_count_ > 0) {  // a small send UCX finished when posted leaves nothing to reclaim
@@ -212,42 +214,77 @@ absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len) {
     if (auto s = reclaim(); !s.ok()) return s;
   }
   if (len == 0 || flight_count_ == kMaxInFlight) return size_t{0};
-  const size_t want = std::min(len, kMaxMessage);
   size_t at = allocated_ % kSendRingBytes;
+  // Bytes held back go out with these as one message when these follow them in the ring.
+  if (pending_len_ > 0 && (pending_at_ + pending_len_ != at || pending_len_ == kMaxMessage)) {
+    if (auto s = post_pending(); !s.ok()) return s;
+    if (flight_count_ == kMaxInFlight) return size_t{0};
+  }
+  const size_t want = std::min(len, kMaxMessage - pending_len_);
   size_t free = kSendRingBytes - (allocated_ - freed_);
   size_t n = std::min({want, kSendRingBytes - at, free});
   // A message that the ring's end would cut short starts over at its beginning instead.
   const size_t worth = std::min(want, kUncutUpTo);
-  if (n < worth && at != 0 && free >= (kSendRingBytes - at) + worth) {
+  if (pending_len_ == 0 && n < worth && at != 0 && free >= (kSendRingBytes - at) + worth) {
     allocated_ += kSendRingBytes - at;
     free -= kSendRingBytes - at;
     at = 0;
     n = std::min(want, free);
   }
-  if (n == 0) return size_t{0};
+  if (n == 0) {
+    if (auto s = post_pending(); !s.ok()) return s;
+    return size_t{0};
+  }
   copy_bytes(ring_.get() + at, data, n);
+  if (pending_len_ == 0) {
+    pending_at_ = at;
+    if (more) worker_->holding(this);
+  }
   allocated_ += n;
-  if (auto s = post(ring_.get() + at, n, allocated_); !s.ok()) return s;
+  pending_len_ += n;
+  if (!more || pending_len_ >= kHoldUpTo) {
+    if (auto s = post_pending(); !s.ok()) return s;
+  }
   return n;
+}
+
+absl::Status UcxPair::post_pending() {
+  if (pending_len_ == 0) return absl::OkStatus();
+  const size_t len = pending_len_;
+  pending_len_ = 0;
+  worker_->not_holding(this);
+  return post(ring_.get() + pending_at_, len, allocated_);
+}
+
+void UcxPair::send_held_bytes() {
+  worker_->not_holding(this);
+  (void)post_pending();  // a failure is the link's: failed_ keeps it for the link's next call
 }
 
 absl::StatusOr<size_t> UcxPair::send_some(const std::byte* data, size_t len) {
   Worker::Hold hold(*worker_);
-  return send_held(data, len);
+  return send_locked(data, len);
 }
 
-absl::StatusOr<size_t> UcxPair::send_held(const std::byte* data, size_t len) {
-  auto n = stage(data, len);
+absl::StatusOr<size_t> UcxPair::send_some_more(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  auto n = stage(data, len, /*more=*/true);
+  if (n.ok()) bytes_sent_.add(*n);
+  return n;
+}
+
+absl::StatusOr<size_t> UcxPair::send_locked(const std::byte* data, size_t len) {
+  auto n = stage(data, len, /*more=*/false);
   if (n.ok()) bytes_sent_.add(*n);
   return n;
 }
 
 absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
   Worker::Hold hold(*worker_);
-  return offer_held(data, len);
+  return offer_locked(data, len);
 }
 
-absl::StatusOr<size_t> UcxPair::offer_held(const std::byte* data, size_t len) {
+absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) {
   // Bytes of an offer that completed beyond what the last call asked for are handed over
   // as the caller comes back for them.
   if (ahead_len_ > 0) {
@@ -269,10 +306,11 @@ absl::StatusOr<size_t> UcxPair::offer_held(const std::byte* data, size_t len) {
     offer_request_ = nullptr;
     if (s != UCS_OK) return failure("an offered send failed", s);
     ahead_ = data, ahead_len_ = offer_len_;
-    return offer_held(data, len);
+    return offer_locked(data, len);
   }
-  if (len < kOfferFrom) return send_held(data, len);
+  if (len < kOfferFrom) return send_locked(data, len);
   if (auto s = usable(); !s.ok()) return s;
+  if (auto s = post_pending(); !s.ok()) return s;  // held bytes go first
   const size_t n = std::min(len, kMaxMessage);
   ucp_request_param_t param{};
   void* r = ucp_tag_send_nbx(ep_, data, n, o_.tag_out, &param);
@@ -282,7 +320,7 @@ absl::StatusOr<size_t> UcxPair::offer_held(const std::byte* data, size_t len) {
     return n;
   }
   offer_data_ = data, offer_len_ = n, offer_request_ = r;
-  return offer_held(data, len);  // a send UCX finished at once counts at once
+  return offer_locked(data, len);  // a send UCX finished at once counts at once
 }
 
 absl::Status UcxPair::offer_changed() {
@@ -293,6 +331,7 @@ absl::Status UcxPair::offer_changed() {
 
 bool UcxPair::tend() {
   Worker::Hold hold(*worker_);
+  if (!post_pending().ok()) return false;
   worker_->progress();
   if (!usable().ok() || !reclaim().ok()) return false;
   return flight_count_ > 0 || offer_request_ != nullptr;
@@ -365,6 +404,7 @@ absl::StatusOr<std::optional<size_t>> UcxPair::next_message() {
 
 absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
   Worker::Hold hold(*worker_);
+  if (auto s = post_pending(); !s.ok()) return s;  // a wait never keeps held bytes back
   worker_->progress();
   size_t got = 0;
   while (got < max) {
@@ -400,6 +440,7 @@ absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
 
 absl::StatusOr<size_t> UcxPair::recv_some(size_t max, Sink sink) {
   Worker::Hold hold(*worker_);
+  if (auto s = post_pending(); !s.ok()) return s;  // a wait never keeps held bytes back
   worker_->progress();
   size_t got = 0;
   while (got < max) {

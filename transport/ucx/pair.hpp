@@ -3,11 +3,12 @@
 //
 // Sending. send_some copies into a ring of this link's own (pages touched when the link
 // opens) and posts the bytes as one message; the ring's space comes back as UCX completes
-// the sends, oldest first. send_some_more holds nothing back: no call follows to post held
-// bytes but the next send, and UCX has no kernel to send them meanwhile. offer_some, for bytes the peer only
-// copies, posts the caller's own buffer: UCX moves a large one by its zero-copy rendezvous
-// (RDMA where the transport has it, CMA between processes of one host), and the bytes count
-// as taken once the send completed.
+// the sends, oldest first. send_some_more copies without posting: the bytes leave with the
+// next send as one message (a call check's state and its data), or before the link's next
+// wait, offer or tend, so nothing held back is ever waited for. offer_some, for bytes the
+// peer only copies, posts the caller's own buffer: UCX moves a large one by its zero-copy
+// rendezvous (RDMA where the transport has it, CMA between processes of one host), and the
+// bytes count as taken once the send completed.
 //
 // Receiving. The next message is found with a tag probe, so its length is known before it
 // lands: one that fits where the caller wants the next bytes goes straight there (for a
@@ -35,7 +36,7 @@
 
 namespace weft::transport::ucx {
 
-class UcxPair : public Pair {
+class UcxPair : public Pair, private HoldsBytes {
  public:
   struct Options {
     int self = -1;
@@ -57,6 +58,7 @@ class UcxPair : public Pair {
 
   int peer() const override { return o_.peer; }
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
@@ -68,6 +70,8 @@ class UcxPair : public Pair {
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
   /// Offers below this are copied: a rendezvous's round trip costs more than the copy.
   static constexpr size_t kOfferFrom = size_t{4} << 10;
+  /// send_some_more holds back at most this much before it posts anyway.
+  static constexpr size_t kHoldUpTo = size_t{16} << 10;
   /// A send cut short by the ring's end to less than this (or than the whole send) starts
   /// over at the ring's beginning instead: one message, not two.
   static constexpr size_t kUncutUpTo = size_t{16} << 10;
@@ -76,12 +80,16 @@ class UcxPair : public Pair {
   UcxPair(std::shared_ptr<Worker> worker, const Options& options);
 
   // The operations of the same names, with the worker held (Worker::Hold).
-  absl::StatusOr<size_t> send_held(const std::byte* data, size_t len);
-  absl::StatusOr<size_t> offer_held(const std::byte* data, size_t len);
-  absl::Status check_peer_held();
+  absl::StatusOr<size_t> send_locked(const std::byte* data, size_t len);
+  absl::StatusOr<size_t> offer_locked(const std::byte* data, size_t len);
+  absl::Status check_peer_locked();
 
   // Sending.
-  absl::StatusOr<size_t> stage(const std::byte* data, size_t len);  // copies, then posts
+  // Copies into the ring and posts what is held with it as one message; with `more`, holds
+  // the bytes back instead (send_some_more), up to kHoldUpTo.
+  absl::StatusOr<size_t> stage(const std::byte* data, size_t len, bool more);
+  absl::Status post_pending();  // posts the bytes held back, if any
+  void send_held_bytes() override;  // from the worker's thread (Worker::holding)
   absl::Status post(const std::byte* data, size_t len, uint64_t ring_end);
   absl::Status reclaim();  // frees the ring space of completed sends, oldest first
   // Receiving: the next message's length (nullopt: none yet), the hello consumed on the way.
@@ -101,6 +109,7 @@ class UcxPair : public Pair {
 
   std::unique_ptr<std::byte[]> ring_;  // kSendRingBytes; positions count bytes ever used
   uint64_t allocated_ = 0, freed_ = 0;
+  size_t pending_at_ = 0, pending_len_ = 0;  // held back in the ring: offset, bytes
   struct InFlight {
     void* request;     // null: completed when posted
     uint64_t ring_end;  // the ring is free up to here once this send completes

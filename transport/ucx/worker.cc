@@ -165,6 +165,8 @@ void Worker::serve() {
       if (poll(&fds[1], 1, 1) > 0) return;
       continue;
     }
+    // Bytes a link held back for a send that never came leave now.
+    while (!holding_.empty()) holding_.back()->send_held_bytes();  // each forgets itself
     for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
     }
     const ucs_status_t armed = ucp_worker_arm(worker_);

@@ -29,6 +29,15 @@ struct UcxInfo {
   bool device_memory = false;             ///< whether UCX moves CUDA memory itself
 };
 
+/// A link that holds bytes back (UcxPair::send_some_more) and sends them when asked.
+class HoldsBytes {
+ public:
+  virtual void send_held_bytes() = 0;
+
+ protected:
+  ~HoldsBytes() = default;
+};
+
 class Worker {
  public:
   /// `net_devices`: UCX_NET_DEVICES for this context when the user set none ("": UCX's
@@ -60,6 +69,12 @@ class Worker {
     Worker& w_;
   };
 
+  /// A link holding bytes back; the worker's thread sends them (send_held_bytes) once no
+  /// call has driven the worker for a millisecond, so held bytes leave by themselves when
+  /// nothing follows them. Both with the worker held; `holding(nullptr)` is not allowed.
+  void holding(HoldsBytes* link) { holding_.push_back(link); }
+  void not_holding(HoldsBytes* link) { std::erase(holding_, link); }
+
   ucp_worker_h get() const { return worker_; }
   /// The worker's address: what peers create endpoints to (binary, published in bootstrap).
   const std::string& address() const { return address_; }
@@ -84,6 +99,7 @@ class Worker {
   int wakeup_fd_ = -1;  // UCX's event fd
   int stop_fd_ = -1;    // an eventfd that stops the thread
   std::atomic<uint64_t> driven_{0};  // how many times calls progressed the worker
+  std::vector<HoldsBytes*> holding_;  // with the worker held
   std::thread thread_;
   std::string address_;
   UcxInfo info_;
