@@ -403,6 +403,20 @@ absl::StatusOr<std::optional<size_t>> UcxPair::next_message() {
 }
 
 absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
+  return receive(max, &to, [&](const std::byte* data, size_t n, size_t at) {
+    for (size_t done = 0; done < n;) {
+      const size_t run = std::min(n - done, to.run_from(at + done));
+      copy_bytes(to.at(at + done), data + done, run);
+      done += run;
+    }
+  });
+}
+
+absl::StatusOr<size_t> UcxPair::recv_some(size_t max, Sink sink) {
+  return receive(max, nullptr, [&](const std::byte* data, size_t n, size_t) { sink(data, n); });
+}
+
+absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandOver hand_over) {
   Worker::Hold hold(*worker_);
   if (auto s = post_pending(); !s.ok()) return s;  // a wait never keeps held bytes back
   worker_->progress();
@@ -410,11 +424,7 @@ absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
   while (got < max) {
     if (inbox_at_ < inbox_len_) {
       const size_t n = std::min(inbox_len_ - inbox_at_, max - got);
-      for (size_t done = 0; done < n;) {
-        const size_t run = std::min(n - done, to.run_from(got + done));
-        copy_bytes(to.at(got + done), inbox_.get() + inbox_at_ + done, run);
-        done += run;
-      }
+      hand_over(inbox_.get() + inbox_at_, n, got);
       inbox_at_ += n, got += n;
       continue;
     }
@@ -422,39 +432,13 @@ absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
     if (!next.ok()) return next.status();
     if (!next->has_value()) break;
     const size_t len = **next;
-    if (len <= max - got && len <= to.run_from(got)) {
-      if (auto s = land(to.at(got), len); !s.ok()) return s;
+    if (direct != nullptr && len <= max - got && len <= direct->run_from(got)) {
+      if (auto s = land(direct->at(got), len); !s.ok()) return s;
       got += len;
     } else {
       if (auto s = land(inbox_.get(), len); !s.ok()) return s;
       inbox_at_ = 0, inbox_len_ = len;
     }
-  }
-  bytes_received_.add(got);
-  if (got == 0 && max > 0) {
-    if (auto s = usable(); !s.ok()) return s;
-    if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
-  }
-  return got;
-}
-
-absl::StatusOr<size_t> UcxPair::recv_some(size_t max, Sink sink) {
-  Worker::Hold hold(*worker_);
-  if (auto s = post_pending(); !s.ok()) return s;  // a wait never keeps held bytes back
-  worker_->progress();
-  size_t got = 0;
-  while (got < max) {
-    if (inbox_at_ < inbox_len_) {
-      const size_t n = std::min(inbox_len_ - inbox_at_, max - got);
-      sink(inbox_.get() + inbox_at_, n);
-      inbox_at_ += n, got += n;
-      continue;
-    }
-    auto next = next_message();
-    if (!next.ok()) return next.status();
-    if (!next->has_value()) break;
-    if (auto s = land(inbox_.get(), **next); !s.ok()) return s;
-    inbox_at_ = 0, inbox_len_ = **next;
   }
   bytes_received_.add(got);
   if (got == 0 && max > 0) {

@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "transport/transport.hpp"
 #include "transport/ucx/worker.hpp"
@@ -94,6 +95,11 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::Status reclaim();  // frees the ring space of completed sends, oldest first
   // Receiving: the next message's length (nullopt: none yet), the hello consumed on the way.
   absl::StatusOr<std::optional<size_t>> next_message();
+  // recv_some and recv_scatter: up to `max` bytes, each run from the receive buffer handed
+  // over with its place in the receive (`at`); a message that fits at `direct` (when set)
+  // lands there instead.
+  using HandOver = absl::FunctionRef<void(const std::byte* data, size_t n, size_t at)>;
+  absl::StatusOr<size_t> receive(size_t max, const Scatter* direct, HandOver hand_over);
   absl::Status land(std::byte* dst, size_t len);  // receives the probed message into dst
   absl::Status wait(void* request, const char* what);
   static absl::Status offer_changed();
