@@ -26,6 +26,16 @@
 #include "collectives/reduce.hpp"
 #include "weft/types.hpp"
 
+// The element operations (apply and the f16 / bf16 conversions) run on the GPU too:
+// reduce_cuda.cu builds its kernels from these same functions, so that a GPU result equals
+// the host's bit for bit. (nvcc compiles that file with --fmad=false: no contraction into
+// fused multiply-adds, as on the host.)
+#if defined(__CUDACC__)
+#define WEFT_ELEMENT_OP __host__ __device__ __forceinline__
+#else
+#define WEFT_ELEMENT_OP inline
+#endif
+
 namespace weft::reduce_internal {
 
 /// One function per (type, op), indexed by the enums' values; kAvg holds the sum kernel.
@@ -53,7 +63,7 @@ namespace {
 
 /// The operation on two values of T (T = integer type, float or double).
 template <class T, ReduceOp op>
-inline T apply(T a, T b) {
+WEFT_ELEMENT_OP T apply(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     // Unsigned arithmetic wraps by definition. Promote narrow types to unsigned int rather
     // than letting them become (signed) int, so a product can never overflow int.
@@ -104,12 +114,12 @@ void plain_kernel(void* out, const void* a, const void* b, size_t count) {
 }
 
 /// bfloat16 -> float: the bf16 bits are the float's high half.
-inline float bf16_widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+WEFT_ELEMENT_OP float bf16_widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
 /// float -> bfloat16, round to nearest even; NaN becomes a quiet NaN (same as float_to_bf16
 /// in half.hpp, repeated here so each ISA gets its own copy; see above). Written as a
 /// select so it vectorises with integer shifts/adds.
-inline uint16_t bf16_narrow(float f) {
+WEFT_ELEMENT_OP uint16_t bf16_narrow(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (u >> 16) | 0x40u;
@@ -133,7 +143,7 @@ void bf16_kernel(void* out, const void* a, const void* b, size_t count) {
 /// branch-free, so the loops below vectorise even with plain SSE2: calling half.cc per
 /// element runs at ~0.1 GB/s. Subnormals go through int -> float and a multiply by 2^-24,
 /// both exact, so neither the rounding mode nor FTZ/DAZ can change the result.
-inline float f16_widen(uint16_t h) {
+WEFT_ELEMENT_OP float f16_widen(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = h & 0x7fffu;  // exponent and mantissa
   const uint32_t normal = (em << 13) + (112u << 23);
@@ -147,7 +157,7 @@ inline float f16_widen(uint16_t h) {
 /// A result in the subnormal range is |f| * 2^24 rounded to an integer: the scaling is
 /// exact, truncation (cvttps2dq) ignores the rounding mode, and the remainder y - t is
 /// exact, so round-to-nearest-even is done by hand without depending on MXCSR.
-inline uint16_t f16_narrow(float f) {
+WEFT_ELEMENT_OP uint16_t f16_narrow(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7fffffffu;

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "weft/weft.hpp"
+#include "src/device/device.hpp"
 
 struct weftComm {
   uint64_t magic;  // kLiveMagic while the comm is usable; cleared by weftCommDestroy
@@ -135,13 +136,17 @@ absl::StatusOr<TypeAndOp> to_type_and_op(const char* what, const weftDataType_t&
   return TypeAndOp{*type, *reduce_op};
 }
 
-// What every collective checks first: a live handle, then a NULL stream.
+// What every collective checks first: a live handle, then a NULL stream. A stream asks for
+// the GPU path: where this process can use no GPU the error says why (src/device/).
 weftResult_t check_call(weftComm* comm, const char* what, const void* stream) {
   if (!is_live(comm)) return bad_handle(comm, what);
   if (stream == nullptr) return weftSuccess;
+  if (auto gpu = weft::device::require_gpu(what); !gpu.ok()) {
+    return finish(comm, absl::InvalidArgumentError(gpu.message()));
+  }
   return finish(comm, absl::InvalidArgumentError(absl::StrCat(
-                          what, ": stream must be NULL: weft runs collectives on host memory "
-                                "only until the CUDA path lands")));
+                          what, ": stream must be NULL: collectives on device buffers, ordered "
+                                "on a CUDA stream, are not built yet; pass host buffers")));
 }
 
 // `create` returns absl::StatusOr<std::unique_ptr<weft::Communicator>>.

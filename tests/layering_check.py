@@ -4,7 +4,7 @@
 Usage: layering_check.py SOURCE_ROOT
 
 src/base/ (the ground floor) includes nothing of weft's but itself and the public headers;
-transport/ adds itself; collectives/ adds itself and the transport interface
+src/device/ (what weft knows of CUDA) adds itself; transport/ adds src/device/ and itself; collectives/ adds src/device/, itself and the transport interface
 (transport/transport.hpp), never a transport's own files; src/health/ (the monitor) the same,
 with itself instead of collectives/. The roof (src/, tools/) may include
 any floor. A quoted include that breaks this is printed with its file and line. Exits 0 when
@@ -18,8 +18,10 @@ import sys
 # Floor -> the prefixes of weft's own headers it may include ("absl/" is Abseil's).
 ALLOWED = {
     "src/base": ("src/base/", "weft/", "absl/"),
-    "transport": ("src/base/", "transport/", "weft/", "absl/"),
-    "collectives": ("src/base/", "transport/transport.hpp", "collectives/", "weft/", "absl/"),
+    "src/device": ("src/base/", "src/device/", "weft/", "absl/"),
+    "transport": ("src/base/", "src/device/", "transport/", "weft/", "absl/"),
+    "collectives": ("src/base/", "src/device/", "transport/transport.hpp", "collectives/", "weft/",
+                    "absl/"),
     "src/health": ("src/base/", "transport/transport.hpp", "src/health/", "weft/", "absl/"),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

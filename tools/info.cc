@@ -6,6 +6,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/reduce.hpp"
 #include "src/base/env.hpp"
+#include "src/device/device.hpp"
 #include "src/health/policy.hpp"
 #include "src/launch_env.hpp"
 #include "transport/tcp/rails.hpp"
@@ -78,6 +79,7 @@ int info_command(int argc, char** argv) {
   warn_about_unknown_env();
   std::printf("weft %s\n", WEFT_VERSION);
   std::printf("reduction kernels: %s\n", reduce_isa());
+  std::printf("cuda: %s\n", device::describe().c_str());
   std::printf("transports: shm (same host), tcp (any host), ucx (any host)\n");
   std::printf("ucx: %s\n", transport::ucx_description().c_str());
   print_listening();

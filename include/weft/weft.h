@@ -3,8 +3,9 @@
  *
  * Every function returns a weftResult_t; weftGetLastError() gives the message of the last
  * failure, which names the rank, the peer and what to do. Buffers are host memory: the
- * `stream` argument must be NULL until the CUDA path lands, and a non-NULL stream is
- * weftInvalidArgument (an honest refusal, not a stub that ignores it). The timeout of every
+ * `stream` argument must be NULL until the GPU path lands, and a non-NULL stream is
+ * weftInvalidArgument, whose message says why (no CUDA in this build, no usable GPU, or the
+ * GPU path not built yet): an honest refusal, not a stub that ignores it. The timeout of every
  * wait is WEFT_TIMEOUT seconds; the C API has no per-call timeout.
  *
  * As with NCCL, one thread drives a communicator at a time, and every rank must call the same

@@ -225,12 +225,15 @@ TEST(CApi, RefusedArgumentsLeaveTheCommUsable) {
   void* stream = &stream_stand_in;
 
   EXPECT_EQ(weftAllReduce(&x, &y, 1, weftFloat, weftSum, comm, stream), weftInvalidArgument);
-  EXPECT_THAT(last_error(comm), HasSubstr("weftAllReduce: stream must be NULL"));
+  // Why depends on the machine (no CUDA built in, no GPU, or the GPU path not built yet);
+  // every answer names the call and says to pass host buffers.
+  EXPECT_THAT(last_error(comm), HasSubstr("weftAllReduce: "));
+  EXPECT_THAT(last_error(comm), HasSubstr("host buffers"));
   EXPECT_EQ(weftAllGather(&x, &y, 1, weftFloat, comm, stream), weftInvalidArgument);
   EXPECT_EQ(weftReduceScatter(&x, &y, 1, weftFloat, weftSum, comm, stream), weftInvalidArgument);
   EXPECT_EQ(weftBroadcast(&x, &y, 1, weftFloat, 0, comm, stream), weftInvalidArgument);
   EXPECT_EQ(weftBarrier(comm, stream), weftInvalidArgument);
-  EXPECT_THAT(last_error(comm), HasSubstr("weftBarrier: stream must be NULL"));
+  EXPECT_THAT(last_error(comm), HasSubstr("weftBarrier: "));
 
   // Outside the enums, including a type that would wrap into the enum as a uint8_t. The calls
   // are made from C: in C++ an enum cannot hold such a value.

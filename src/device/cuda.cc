@@ -1,0 +1,82 @@
+// device.hpp with the CUDA runtime (linked statically: a machine without the driver still
+// loads libweft, and CUDA answers every question with an error instead).
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_cat.h"
+#include "src/device/device.hpp"
+
+namespace weft::device {
+namespace {
+
+std::string cuda_words(cudaError_t e) {
+  return absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+absl::StatusOr<Gpus> ask_cuda() {
+  Gpus g;
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();  // not sticky, but leave nothing behind for the caller's checks
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA reports no usable GPU (", cuda_words(e),
+        "); is the NVIDIA driver loaded and a GPU visible (nvidia-smi, CUDA_VISIBLE_DEVICES)?"));
+  }
+  if (count == 0) {
+    return absl::FailedPreconditionError(
+        "CUDA sees no GPU (CUDA_VISIBLE_DEVICES may hide them all)");
+  }
+  cudaDriverGetVersion(&g.driver_version);
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      g.names.push_back("(unreadable)");
+      continue;
+    }
+    g.names.push_back(absl::StrCat(prop.name, " (sm_", prop.major, prop.minor, ")"));
+  }
+  return g;
+}
+
+}  // namespace
+
+const CudaBuild& cuda_build() {
+  static const CudaBuild b{true, WEFT_CUDA_TOOLKIT, WEFT_CUDA_ARCHITECTURES};
+  return b;
+}
+
+const absl::StatusOr<Gpus>& gpus() {
+  static const absl::StatusOr<Gpus> g = ask_cuda();
+  return g;
+}
+
+MemoryKind memory_kind(const void* p) {
+  if (p == nullptr || !gpus().ok()) return MemoryKind::kHost;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return MemoryKind::kHost;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? MemoryKind::kDevice
+                                                                            : MemoryKind::kHost;
+}
+
+absl::Status require_gpu(const char* what) {
+  const auto& g = gpus();
+  if (g.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, ": device memory and CUDA streams need a GPU, but ", g.status().message(),
+      " Pass host buffers and a NULL stream to run on the CPU."));
+}
+
+std::string describe() {
+  const CudaBuild& b = cuda_build();
+  std::string line = absl::StrCat("CUDA ", b.toolkit, ", kernels for ", b.architectures, "; ");
+  const auto& g = gpus();
+  if (!g.ok()) return absl::StrCat(line, "no GPU here: ", g.status().message());
+  absl::StrAppend(&line, "driver ", g->driver_version / 1000, ".", g->driver_version % 1000 / 10,
+                  ", ", g->names.size(), " GPU", g->names.size() == 1 ? "" : "s", ":");
+  for (size_t i = 0; i < g->names.size(); ++i) absl::StrAppend(&line, i ? "," : "", " ", g->names[i]);
+  return line;
+}
+
+}  // namespace weft::device
