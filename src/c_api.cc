@@ -136,17 +136,16 @@ absl::StatusOr<TypeAndOp> to_type_and_op(const char* what, const weftDataType_t&
   return TypeAndOp{*type, *reduce_op};
 }
 
-// What every collective checks first: a live handle, then a NULL stream. A stream asks for
-// the GPU path: where this process can use no GPU the error says why (src/device/).
+// What every collective checks first: a live handle, then whether a stream can be used. A
+// stream asks for the GPU path: where this process can use no GPU the error says why
+// (src/device/).
 weftResult_t check_call(weftComm* comm, const char* what, const void* stream) {
   if (!is_live(comm)) return bad_handle(comm, what);
   if (stream == nullptr) return weftSuccess;
   if (auto gpu = weft::device::require_gpu(what); !gpu.ok()) {
     return finish(comm, absl::InvalidArgumentError(gpu.message()));
   }
-  return finish(comm, absl::InvalidArgumentError(absl::StrCat(
-                          what, ": stream must be NULL: collectives on device buffers, ordered "
-                                "on a CUDA stream, are not built yet; pass host buffers")));
+  return weftSuccess;
 }
 
 // `create` returns absl::StatusOr<std::unique_ptr<weft::Communicator>>.
@@ -326,6 +325,7 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     if (!in.ok()) return in.status();
     weft::AllreduceOptions options;
     options.op = in->op;
+    options.stream = stream;
     return comm->comm->allreduce(sendbuff, recvbuff, count, in->type, options);
   });
 }
@@ -337,7 +337,9 @@ weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   return guarded(comm, what, [&]() -> absl::Status {
     auto type = to_type(what, datatype);
     if (!type.ok()) return type.status();
-    return comm->comm->allgather(sendbuff, recvbuff, sendcount, *type);
+    weft::AllgatherOptions options;
+    options.stream = stream;
+    return comm->comm->allgather(sendbuff, recvbuff, sendcount, *type, options);
   });
 }
 
@@ -351,6 +353,7 @@ weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
     if (!in.ok()) return in.status();
     weft::ReduceScatterOptions options;
     options.op = in->op;
+    options.stream = stream;
     return comm->comm->reduce_scatter(sendbuff, recvbuff, recvcount, in->type, options);
   });
 }
@@ -364,13 +367,18 @@ weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (!type.ok()) return type.status();
     weft::BroadcastOptions options;
     options.root = root;
+    options.stream = stream;
     return comm->comm->broadcast(sendbuff, recvbuff, count, *type, options);
   });
 }
 
 weftResult_t weftBarrier(weftComm_t comm, void* stream) {
   if (weftResult_t r = check_call(comm, "weftBarrier", stream); r != weftSuccess) return r;
-  return guarded(comm, "weftBarrier", [&] { return comm->comm->barrier(); });
+  return guarded(comm, "weftBarrier", [&] {
+    weft::BarrierOptions options;
+    options.stream = stream;
+    return comm->comm->barrier(options);
+  });
 }
 
 const char* weftGetErrorString(weftResult_t result) {

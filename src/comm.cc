@@ -16,6 +16,7 @@
 #include "collectives/call_check.hpp"
 #include "collectives/stream.hpp"
 #include "src/blame.hpp"
+#include "src/device/device.hpp"
 #include "src/launch_env.hpp"
 #include "src/router.hpp"
 #include "src/shrink.hpp"
@@ -382,6 +383,46 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
 
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
+  if (on_device(args, options)) return run_staged(args, options);
+  return run_host(args, options);
+}
+
+bool Comm::on_device(const CollectiveArgs& args, const CallOptions& options) const {
+  // Without a GPU no pointer is a device's, and memory_kind() asks nothing of CUDA.
+  return config_.device_stand_in || options.stream != nullptr ||
+         device::memory_kind(args.send) == device::MemoryKind::kDevice ||
+         device::memory_kind(args.recv) == device::MemoryKind::kDevice;
+}
+
+absl::Status Comm::run_staged(CollectiveArgs& args, const CallOptions& options) {
+  const char* what = name_of(args.kind);
+  if (!config_.device_stand_in) {
+    if (absl::Status s = device::require_gpu(what); !s.ok()) return s;
+  }
+  if (staging_ == nullptr) {  // the first call on device buffers pins the staging buffers
+    auto copier = config_.device_stand_in
+                      ? absl::StatusOr<std::unique_ptr<device::Copier>>(device::stand_in_copier())
+                      : device::cuda_copier();
+    if (!copier.ok()) return copier.status();
+    auto staging = Staging::create(*std::move(copier), config_.staging_bytes);
+    if (!staging.ok()) {
+      return absl::Status(staging.status().code(),
+                          absl::StrCat(what, " on rank ", rank_, ": ", staging.status().message()));
+    }
+    staging_ = *std::move(staging);
+  }
+  args.deadline = (options.timeout > absl::ZeroDuration() ? Deadline::after(options.timeout)
+                                                          : Deadline::after_ns(timeout_ns_))
+                      .cancelled_by(&aborted_);
+  absl::Status s = staging_->run(args, rank_, size_, options.stream,
+                                 [&](CollectiveArgs& piece) { return run_host(piece, options); });
+  if (!s.ok() && s.message().find("rank ") != 0) {
+    return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", what, ": ", s.message()));
+  }
+  return s;
+}
+
+absl::Status Comm::run_host(CollectiveArgs& args, const CallOptions& options) {
   CallLock calls(tender_ != nullptr ? &calls_mu_ : nullptr);
   TendingScope tending(this);
   const size_t bytes = args.count * args.elem_bytes() *

@@ -21,6 +21,7 @@
 #include "src/link_tender.hpp"
 #include "src/route.hpp"
 #include "src/route_history.hpp"
+#include "src/staging.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
 
@@ -83,6 +84,13 @@ class Comm : public LinkProvider, public LinkTending {
   absl::StatusOr<std::unique_ptr<health::Watch>> open_watch() const;
   /// Visits every peer with an open link or a failed connect, under links_mu_.
   void walk_links(absl::FunctionRef<void(const health::LinkView&)> visit) const;
+  /// Whether a call moves device buffers (or is ordered on a stream, or the device is stood
+  /// in for): it goes through staging_.
+  bool on_device(const CollectiveArgs& args, const CallOptions& options) const;
+  /// A call on device buffers, piece by piece over the host path (src/staging.hpp).
+  absl::Status run_staged(CollectiveArgs& args, const CallOptions& options);
+  /// A call on host buffers: the algorithm's choice, then run_with.
+  absl::Status run_host(CollectiveArgs& args, const CallOptions& options);
   /// run() once the algorithm is chosen; `index`: its place in all_algorithms().
   absl::Status run_with(const Algorithm& chosen, uint8_t index, CollectiveArgs& args,
                         const CallOptions& options);
@@ -133,6 +141,7 @@ class Comm : public LinkProvider, public LinkTending {
   std::unique_ptr<transport::LinkCounter[]> failed_connects_;
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
+  std::unique_ptr<Staging> staging_;  // made at the first call on device buffers
   std::unique_ptr<std::byte[]> stream_block_;  // kStreamBlockBytes, for AlgoContext
   mutable Mutex failure_mu_;
   absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);

@@ -2,10 +2,13 @@
  * API of weft/weft.hpp. It compiles as C99 and as C++.
  *
  * Every function returns a weftResult_t; weftGetLastError() gives the message of the last
- * failure, which names the rank, the peer and what to do. Buffers are host memory: the
- * `stream` argument must be NULL until the GPU path lands, and a non-NULL stream is
- * weftInvalidArgument, whose message says why (no CUDA in this build, no usable GPU, or the
- * GPU path not built yet): an honest refusal, not a stub that ignores it. The timeout of every
+ * failure, which names the rank, the peer and what to do. Buffers are host or device
+ * memory. Device buffers, or a non-NULL `stream` (a cudaStream_t: the call runs after the work
+ * queued on it), take the host fallback: the data crosses the host path through pinned
+ * buffers, and the call returns once the results are in place (it does not yet return at
+ * once, as NCCL's do). Where this process can use no GPU, a non-NULL stream is
+ * weftInvalidArgument with the reason (no CUDA in this build, no driver, no GPU). With host
+ * buffers and a NULL stream no CUDA is involved. The timeout of every
  * wait is WEFT_TIMEOUT seconds; the C API has no per-call timeout.
  *
  * As with NCCL, one thread drives a communicator at a time, and every rank must call the same
@@ -47,7 +50,7 @@ typedef enum {
   /** A bug in weft, or a failure it has no better code for; the message says which. */
   weftInternalError,
   /** A bad argument on this rank: a null pointer, an unknown type or op, a root that is not
-   *  a rank, a count that overflows, a non-NULL stream, a bad WEFT_* variable. */
+   *  a rank, a count that overflows, a stream where no GPU can be used, a bad WEFT_* variable. */
   weftInvalidArgument,
   /** The communicator cannot be used: NULL, not initialised, destroyed, or failed earlier. */
   weftInvalidUsage,

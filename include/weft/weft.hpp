@@ -29,6 +29,12 @@ namespace weft {
 struct CallOptions {
   absl::Duration timeout = absl::ZeroDuration();
   std::string algorithm;
+  /// A cudaStream_t: the call runs after the work queued on it before the call. Buffers in
+  /// device memory (found with cudaPointerGetAttributes) or a stream take the host fallback:
+  /// the data crosses the host path through pinned buffers, piece by piece (WEFT_STAGING_BYTES),
+  /// and the call returns once the results are in `recv` (it does not yet return at once,
+  /// as NCCL's calls do). Null with host buffers: the host path, no CUDA involved.
+  void* stream = nullptr;
 };
 
 struct AllreduceOptions : CallOptions {

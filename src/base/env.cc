@@ -19,7 +19,7 @@ const std::vector<const EnvVar*>& all_env_vars() {
       &env::kRank,      &env::kSize,         &env::kLocalRank,         &env::kCoordinator,
       &env::kSocketIfname, &env::kJobSecret, &env::kJobSecretFile, &env::kTransport, &env::kTimeout,           &env::kAlgorithm,
       &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
-      &env::kRelayBytes, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
+      &env::kRelayBytes, &env::kStagingBytes, &env::kDeviceStandIn, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
       &env::kHealthRecover, &env::kHealthThresholds, &env::kHealthPolicy,
       &env::kHealthStallFraction, &env::kHealthLog, &env::kIsolate, &env::kRelayPaths, &env::kIsolateQuiet, &env::kHealthEndpoint, &env::kHealthEndpointAddress, &env::kNvmlLibrary,
       &env::kIbSysfsRoot, &env::kChecksum, &env::kSocketsPerRail, &env::kPathTimeoutMs, &env::kInjectPathKill,
@@ -288,6 +288,12 @@ absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   auto relay = parse_bytes(env::kRelayBytes, lookup);
   if (!relay.ok()) return relay.status();
   c.relay_bytes = *relay;
+  auto staging = parse_bytes(env::kStagingBytes, lookup);
+  if (!staging.ok()) return staging.status();
+  c.staging_bytes = *staging;
+  auto stand_in = parse_on_off(env::kDeviceStandIn, lookup);
+  if (!stand_in.ok()) return stand_in.status();
+  c.device_stand_in = *stand_in;
   if (absl::Status s = read_health_settings(lookup, c); !s.ok()) return s;
   if (absl::Status s = read_link_settings(lookup, c); !s.ok()) return s;
   return c;

@@ -80,6 +80,18 @@ inline constexpr EnvVar kRelayBytes{
     "bytes of the per-communicator buffer that carries partial reductions between links",
     uint64_t{4} << 10, uint64_t{1} << 30,
     "every communicator allocates and touches this much memory"};
+inline constexpr EnvVar kStagingBytes{
+    "WEFT_STAGING_BYTES", "4194304",
+    "bytes of each of the four pinned host buffers through which device buffers cross a host "
+    "path, piece by piece (allocated at a communicator's first call on device buffers; every "
+    "rank must use the same value)",
+    uint64_t{4} << 10, uint64_t{1} << 30,
+    "a communicator that moves device buffers over a host path pins four times this much"};
+inline constexpr EnvVar kDeviceStandIn{
+    "WEFT_DEVICE_STAND_IN", "off",
+    "on: every collective treats its buffers as device memory and stages them through host "
+    "buffers, with host copies on a thread standing in for CUDA's (tests the host fallback "
+    "for device buffers where there is no GPU)"};
 inline constexpr EnvVar kHealth{
     "WEFT_HEALTH", "on",
     "on: a monitor thread per communicator reads every link's error counters (tcp, the "
@@ -206,6 +218,8 @@ struct Config {
   size_t shm_ring_bytes;
   std::optional<size_t> shm_single_copy_bytes;  ///< 0: never; unset: auto
   size_t relay_bytes;
+  size_t staging_bytes;
+  bool device_stand_in = false;
   std::string socket_ifname;
   // The health monitor (src/health/): raw policy text is parsed there.
   bool health = true;

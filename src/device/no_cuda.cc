@@ -1,5 +1,6 @@
 // device.hpp for a build without CUDA: no GPU can be used, and the error says why.
 #include "absl/strings/str_cat.h"
+#include "src/device/copier.hpp"
 #include "src/device/device.hpp"
 
 namespace weft::device {
@@ -22,6 +23,10 @@ absl::Status require_gpu(const char* what) {
   return absl::FailedPreconditionError(
       absl::StrCat(what, ": device memory and CUDA streams need a GPU, but ", gpus().status().message(),
                    " Pass host buffers and a NULL stream to run on the CPU."));
+}
+
+absl::StatusOr<std::unique_ptr<Copier>> cuda_copier() {
+  return require_gpu("copying device buffers to and from the host");
 }
 
 std::string describe() { return std::string(gpus().status().message()); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives/reduce_device.hpp"
+#include "src/device/copier.hpp"
 #include "src/device/device.hpp"
 
 namespace weft {
@@ -53,6 +54,42 @@ TEST(Device, WithoutAGpuEveryUseSaysWhyAndWhatToDo) {
   const absl::Status a =
       finish_average_on_device(host.data(), host.size(), DataType::kFloat32, 2, nullptr);
   EXPECT_EQ(a.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The stand-in copier is what the staging pipeline runs on where there is no GPU
+// (WEFT_DEVICE_STAND_IN): rows with their pitches, in order, marks that pass in order.
+TEST(Device, TheStandInCopierCopiesRowsInOrderAndPassesMarks) {
+  std::unique_ptr<device::Copier> c = device::stand_in_copier();
+  auto staged = c->host_buffer(64);
+  ASSERT_TRUE(staged.ok());
+  std::vector<uint8_t> src(48), dst(48, 0xee);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i);
+  // Three rows of 4 bytes, 16 apart in src, packed into the staging buffer, then spread out
+  // again 12 apart: row r of dst holds src's row r.
+  ASSERT_TRUE(c->copy(*staged, 4, src.data(), 16, 4, 3).ok());
+  ASSERT_TRUE(c->copy(dst.data(), 12, *staged, 4, 4, 3).ok());
+  auto first = c->mark();
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(c->copy(dst.data() + 44, 0, src.data(), 0, 4, 1).ok());
+  auto second = c->mark();
+  ASSERT_TRUE(second.ok());
+  EXPECT_LT(*first, *second);
+  ASSERT_TRUE(c->wait(*second, Deadline::after(absl::Seconds(10))).ok());
+  for (size_t row = 0; row < 3; ++row) {
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(dst[row * 12 + i], row * 16 + i) << row << " " << i;
+    for (size_t i = 4; i < 12 && row * 12 + i < 44; ++i) EXPECT_EQ(dst[row * 12 + i], 0xee);
+  }
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(dst[44 + i], i);
+  // A mark not yet made is not passed: the wait ends at its deadline, saying so.
+  const absl::Status late = c->wait(*second + 1, Deadline::after(absl::Milliseconds(20)));
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(Device, WithoutAGpuTheCudaCopierSaysWhy) {
+  if (device::gpus().ok()) GTEST_SKIP() << "this machine has a GPU: " << device::describe();
+  auto c = device::cuda_copier();
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(std::string(device::gpus().status().message())));
 }
 
 #if defined(WEFT_HAVE_CUDA)

@@ -1,0 +1,135 @@
+// copier.hpp over CUDA: a non-blocking stream of the copier's own, events as marks, pinned
+// host buffers. Every wait polls an event against its deadline: no CUDA call here blocks.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/device/copier.hpp"
+#include "src/device/device.hpp"
+
+namespace weft::device {
+namespace {
+
+absl::Status cuda_error(cudaError_t e, const char* what) {
+  return absl::InternalError(
+      absl::StrCat(what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e)));
+}
+
+// Polls `event` until it has happened, CUDA reports an error, or the deadline.
+absl::Status wait_event(cudaEvent_t event, Deadline deadline, const char* what) {
+  Backoff backoff;
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return absl::OkStatus();
+    if (e != cudaErrorNotReady) return cuda_error(e, what);
+    if (deadline.expired()) {
+      return absl::DeadlineExceededError(absl::StrCat(what, " did not finish by the deadline"));
+    }
+    backoff.pause();
+  }
+}
+
+class CudaCopier : public Copier {
+ public:
+  ~CudaCopier() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);  // its queued work still completes
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    for (const auto& [m, e] : marks_) cudaEventDestroy(e);
+    for (std::byte* b : buffers_) cudaFreeHost(b);  // waits for the device to finish with it
+  }
+
+  absl::Status open() {
+    if (auto s = require_gpu("copying device buffers to and from the host"); !s.ok()) return s;
+    if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess) {
+      stream_ = nullptr;
+      return cuda_error(e, "creating the staging copies' stream");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status copy(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                    size_t height) override {
+    const cudaError_t e = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height,
+                                            cudaMemcpyDefault, stream_);
+    return e == cudaSuccess ? absl::OkStatus() : cuda_error(e, "queueing a staging copy");
+  }
+
+  absl::StatusOr<uint64_t> mark() override {
+    auto event = take_event();
+    if (!event.ok()) return event.status();
+    if (cudaError_t e = cudaEventRecord(*event, stream_); e != cudaSuccess) {
+      free_events_.push_back(*event);
+      return cuda_error(e, "marking the staging copies");
+    }
+    marks_.emplace_back(++marked_, *event);
+    return marked_;
+  }
+
+  absl::Status wait(uint64_t mark, Deadline deadline) override {
+    while (!marks_.empty() && marks_.front().first <= mark) {
+      if (auto s = wait_event(marks_.front().second, deadline, "copying between device and host");
+          !s.ok()) {
+        return s;
+      }
+      free_events_.push_back(marks_.front().second);
+      marks_.pop_front();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status wait_for_stream(void* stream, Deadline deadline) override {
+    auto event = take_event();
+    if (!event.ok()) return event.status();
+    absl::Status s = absl::OkStatus();
+    if (cudaError_t e = cudaEventRecord(*event, static_cast<cudaStream_t>(stream)); e != cudaSuccess) {
+      s = cuda_error(e, "marking the caller's stream (is it a stream of the current device?)");
+    } else {
+      s = wait_event(*event, deadline, "the work queued on the caller's stream before the call");
+    }
+    free_events_.push_back(*event);
+    return s;
+  }
+
+  absl::StatusOr<std::byte*> host_buffer(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable); e != cudaSuccess) {
+      return cuda_error(e, "pinning host memory for staging (WEFT_STAGING_BYTES)");
+    }
+    std::memset(p, 0, bytes);
+    buffers_.push_back(static_cast<std::byte*>(p));
+    return buffers_.back();
+  }
+
+ private:
+  absl::StatusOr<cudaEvent_t> take_event() {
+    if (!free_events_.empty()) {
+      cudaEvent_t e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    if (cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming); err != cudaSuccess) {
+      return cuda_error(err, "creating a CUDA event");
+    }
+    return e;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  uint64_t marked_ = 0;
+  std::deque<std::pair<uint64_t, cudaEvent_t>> marks_;  // not yet waited for, in order
+  std::vector<cudaEvent_t> free_events_;
+  std::vector<std::byte*> buffers_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Copier>> cuda_copier() {
+  auto c = std::make_unique<CudaCopier>();
+  if (auto s = c->open(); !s.ok()) return s;
+  return std::unique_ptr<Copier>(std::move(c));
+}
+
+}  // namespace weft::device
