@@ -9,6 +9,7 @@
 // sets), max and min propagate NaN the same way, f16 and bf16 go through float.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -112,11 +113,17 @@ __global__ void divide_kernel(void* buf, size_t count, int nranks) {
 // small count.
 unsigned blocks_for(size_t items) {
   constexpr int kMaxDevices = 64;
-  static int sms[kMaxDevices] = {};
+  static std::atomic<int> sms[kMaxDevices] = {};  // ranks on threads launch at once
   int dev = 0;
-  cudaGetDevice(&dev);
-  int& n = sms[dev < kMaxDevices ? dev : 0];
-  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) n = 1;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) dev = 0;
+  int n = sms[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+      n = 1;
+    }
+    cudaGetLastError();  // a failed question here is not the launch's error
+    sms[dev].store(n, std::memory_order_relaxed);
+  }
   const size_t full = static_cast<size_t>(n) * (2048 / kThreads);
   const size_t wanted = (items + kThreads - 1) / kThreads;
   return static_cast<unsigned>(wanted < full ? (wanted > 0 ? wanted : 1) : full);
@@ -135,7 +142,8 @@ template <DataType dt, ReduceOp op>
 absl::Status launch(void* out, const void* a, const void* b, size_t count, cudaStream_t stream) {
   using S = typename Stored<dt>::type;
   const bool wide = aligned(out, 16) && aligned(a, 16) && aligned(b, 16);
-  const size_t items = wide ? count / (sizeof(uint4) / sizeof(S)) + sizeof(uint4) : count;
+  constexpr size_t kPerVector = sizeof(uint4) / sizeof(S);
+  const size_t items = wide ? count / kPerVector + count % kPerVector : count;
   reduce_kernel<dt, op><<<blocks_for(items), kThreads, 0, stream>>>(out, a, b, count, wide);
   return launched("the reduction kernel");
 }

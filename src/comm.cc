@@ -414,8 +414,12 @@ absl::Status Comm::run_staged(CollectiveArgs& args, const CallOptions& options) 
   args.deadline = (options.timeout > absl::ZeroDuration() ? Deadline::after(options.timeout)
                                                           : Deadline::after_ns(timeout_ns_))
                       .cancelled_by(&aborted_);
-  absl::Status s = staging_->run(args, rank_, size_, options.stream,
-                                 [&](CollectiveArgs& piece) { return run_host(piece, options); });
+  // Every piece runs within what is left of the whole call's time, not a timeout of its own.
+  CallOptions piece_options = options;
+  absl::Status s = staging_->run(args, rank_, size_, options.stream, [&](CollectiveArgs& piece) {
+    piece_options.timeout = std::max(args.deadline.remaining(), absl::Nanoseconds(1));
+    return run_host(piece, piece_options);
+  });
   if (!s.ok() && s.message().find("rank ") != 0) {
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", what, ": ", s.message()));
   }

@@ -51,6 +51,15 @@ absl::Status Staging::take_out(const CollectiveArgs& args, int size, size_t firs
 absl::Status Staging::run(const CollectiveArgs& args, int rank, int size, void* stream,
                           absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host) {
   if (auto s = copier_->wait_for_stream(stream, args.deadline); !s.ok()) return s;
+  absl::Status s = run_pieces(args, rank, size, run_host);
+  // A call that failed may have left copies queued: none may touch the caller's buffers, or
+  // this call's host buffers under the next call, once it returned.
+  if (!s.ok()) (void)copier_->drain(Deadline::after(absl::Seconds(10)));
+  return s;
+}
+
+absl::Status Staging::run_pieces(const CollectiveArgs& args, int rank, int size,
+                                 absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host) {
   const size_t e = args.elem_bytes();
   const size_t per_piece = piece_bytes_ / (e * rows(args, size));
   if (per_piece == 0) {

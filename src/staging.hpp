@@ -37,6 +37,8 @@ class Staging {
  private:
   Staging(std::unique_ptr<device::Copier> copier, size_t piece_bytes)
       : copier_(std::move(copier)), piece_bytes_(piece_bytes) {}
+  absl::Status run_pieces(const CollectiveArgs& args, int rank, int size,
+                          absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host);
   absl::Status bring_in(const CollectiveArgs& args, int size, size_t first, size_t n, std::byte* to);
   absl::Status take_out(const CollectiveArgs& args, int size, size_t first, size_t n,
                         const std::byte* from);

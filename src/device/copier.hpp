@@ -26,6 +26,12 @@ class Copier {
   /// Returns once the queue has passed `mark`; an error at the deadline, or when a copy
   /// failed.
   virtual absl::Status wait(uint64_t mark, Deadline deadline) = 0;
+  /// After an error: returns once every copy queued so far has finished (or at the
+  /// deadline), so that none still reads or writes a caller's buffer once the call returned.
+  absl::Status drain(Deadline deadline) {
+    auto m = mark();
+    return m.ok() ? wait(*m, deadline) : m.status();
+  }
   /// Returns once the work queued on the caller's `stream` (a cudaStream_t; null: the
   /// default stream) before this call has run: a collective's inputs are ready.
   virtual absl::Status wait_for_stream(void* stream, Deadline deadline) = 0;

@@ -32,17 +32,46 @@ absl::Status wait_event(cudaEvent_t event, Deadline deadline, const char* what) 
   }
 }
 
+// Makes `device` current for a scope: the copier's stream and events live on the device
+// that was current when it opened, whichever device the calling thread has now.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    if (cudaGetDevice(&before_) == cudaSuccess && before_ != device) {
+      if (cudaSetDevice(device) == cudaSuccess) switched_ = true;
+    }
+  }
+  ~OnDevice() {
+    if (switched_) cudaSetDevice(before_);
+  }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int before_ = 0;
+  bool switched_ = false;
+};
+
 class CudaCopier : public Copier {
  public:
   ~CudaCopier() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);  // its queued work still completes
+    OnDevice on(device_);
+    if (stream_ != nullptr) {
+      cudaStreamSynchronize(stream_);  // no copy may still use a buffer freed below
+      cudaStreamDestroy(stream_);
+    }
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     for (const auto& [m, e] : marks_) cudaEventDestroy(e);
-    for (std::byte* b : buffers_) cudaFreeHost(b);  // waits for the device to finish with it
+    for (std::byte* b : buffers_) cudaFreeHost(b);
   }
 
   absl::Status open() {
     if (auto s = require_gpu("copying device buffers to and from the host"); !s.ok()) return s;
+    if (cudaError_t e = cudaGetDevice(&device_); e != cudaSuccess) return cuda_error(e, "cudaGetDevice");
+    int max_pitch = 0;
+    if (cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, device_) == cudaSuccess && max_pitch > 0) {
+      max_pitch_ = static_cast<size_t>(max_pitch);
+    }
     if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess) {
       stream_ = nullptr;
       return cuda_error(e, "creating the staging copies' stream");
@@ -52,12 +81,26 @@ class CudaCopier : public Copier {
 
   absl::Status copy(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                     size_t height) override {
-    const cudaError_t e = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height,
-                                            cudaMemcpyDefault, stream_);
-    return e == cudaSuccess ? absl::OkStatus() : cuda_error(e, "queueing a staging copy");
+    OnDevice on(device_);
+    // One 2-D copy where CUDA takes the pitches (it refuses one above cudaDevAttrMaxPitch, a
+    // block of 2 GiB or more), else a copy per row.
+    if (height > 1 && dst_pitch <= max_pitch_ && src_pitch <= max_pitch_) {
+      const cudaError_t e = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height,
+                                              cudaMemcpyDefault, stream_);
+      return e == cudaSuccess ? absl::OkStatus() : cuda_error(e, "queueing a staging copy");
+    }
+    for (size_t row = 0; row < height; ++row) {
+      const cudaError_t e =
+          cudaMemcpyAsync(static_cast<std::byte*>(dst) + row * dst_pitch,
+                          static_cast<const std::byte*>(src) + row * src_pitch, width,
+                          cudaMemcpyDefault, stream_);
+      if (e != cudaSuccess) return cuda_error(e, "queueing a staging copy");
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<uint64_t> mark() override {
+    OnDevice on(device_);
     auto event = take_event();
     if (!event.ok()) return event.status();
     if (cudaError_t e = cudaEventRecord(*event, stream_); e != cudaSuccess) {
@@ -69,6 +112,7 @@ class CudaCopier : public Copier {
   }
 
   absl::Status wait(uint64_t mark, Deadline deadline) override {
+    OnDevice on(device_);
     while (!marks_.empty() && marks_.front().first <= mark) {
       if (auto s = wait_event(marks_.front().second, deadline, "copying between device and host");
           !s.ok()) {
@@ -81,6 +125,7 @@ class CudaCopier : public Copier {
   }
 
   absl::Status wait_for_stream(void* stream, Deadline deadline) override {
+    OnDevice on(device_);
     auto event = take_event();
     if (!event.ok()) return event.status();
     absl::Status s = absl::OkStatus();
@@ -94,6 +139,7 @@ class CudaCopier : public Copier {
   }
 
   absl::StatusOr<std::byte*> host_buffer(size_t bytes) override {
+    OnDevice on(device_);
     void* p = nullptr;
     if (cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable); e != cudaSuccess) {
       return cuda_error(e, "pinning host memory for staging (WEFT_STAGING_BYTES)");
@@ -117,6 +163,8 @@ class CudaCopier : public Copier {
     return e;
   }
 
+  int device_ = 0;
+  size_t max_pitch_ = 0;  // 0 until asked: every copy then goes a row at a time
   cudaStream_t stream_ = nullptr;
   uint64_t marked_ = 0;
   std::deque<std::pair<uint64_t, cudaEvent_t>> marks_;  // not yet waited for, in order

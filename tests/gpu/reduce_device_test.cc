@@ -75,9 +75,19 @@ std::vector<std::byte> random_bytes(size_t n, std::mt19937_64& rng) {
 constexpr size_t kCounts[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 255, 257, 4097, 65537,
                               (size_t{1} << 22) + 5};
 
-enum class Layout { kApart, kInPlace, kOffAlignment };
+// Apart; out == a; out == b; every pointer one element off 16 bytes (the element-wise
+// path); only b off (the three pointers disagree, so the element-wise path too).
+enum class Layout { kApart, kInPlace, kInPlaceSecond, kOffAlignment, kMixedAlignment };
+constexpr Layout kLayouts[] = {Layout::kApart, Layout::kInPlace, Layout::kInPlaceSecond,
+                               Layout::kOffAlignment, Layout::kMixedAlignment};
 const char* name_of(Layout l) {
-  return l == Layout::kApart ? "out of place" : l == Layout::kInPlace ? "in place" : "off alignment";
+  switch (l) {
+    case Layout::kApart: return "out of place";
+    case Layout::kInPlace: return "in place (out == a)";
+    case Layout::kInPlaceSecond: return "in place (out == b)";
+    case Layout::kOffAlignment: return "off alignment";
+    default: return "mixed alignment";
+  }
 }
 
 TEST_F(GpuReduce, EqualsTheHostKernelsBitForBit) {
@@ -88,11 +98,12 @@ TEST_F(GpuReduce, EqualsTheHostKernelsBitForBit) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       const auto op = static_cast<ReduceOp>(o);
       for (size_t count : kCounts) {
-        for (Layout layout : {Layout::kApart, Layout::kInPlace, Layout::kOffAlignment}) {
+        for (Layout layout : kLayouts) {
           SCOPED_TRACE(::testing::Message() << name_of(type) << " " << name_of(op) << " count "
                                             << count << " " << name_of(layout));
           const size_t bytes = count * e;
           const size_t shift = layout == Layout::kOffAlignment ? e : 0;  // one element off 16 B
+          const size_t shift_b = layout == Layout::kMixedAlignment ? e : shift;
           std::vector<std::byte> a = random_bytes(bytes, rng), b = random_bytes(bytes, rng);
           std::vector<std::byte> want(bytes);
           reduce_fn(type, op)(want.data(), a.data(), b.data(), count);
@@ -100,8 +111,10 @@ TEST_F(GpuReduce, EqualsTheHostKernelsBitForBit) {
           GpuBuffer da(bytes + 16), db(bytes + 16), dout(bytes + 16);
           ASSERT_TRUE(da.ok() && db.ok() && dout.ok());
           std::byte* pa = da.get() + shift;
-          std::byte* pb = db.get() + shift;
-          std::byte* pout = layout == Layout::kInPlace ? pa : dout.get() + shift;
+          std::byte* pb = db.get() + shift_b;
+          std::byte* pout = layout == Layout::kInPlace         ? pa
+                            : layout == Layout::kInPlaceSecond ? pb
+                                                               : dout.get() + shift;
           WEFT_CUDA_OK(cudaMemcpy(pa, a.data(), bytes, cudaMemcpyHostToDevice));
           WEFT_CUDA_OK(cudaMemcpy(pb, b.data(), bytes, cudaMemcpyHostToDevice));
           ASSERT_TRUE(reduce_on_device(pout, pa, pb, count, type, op, nullptr).ok());
