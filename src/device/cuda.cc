@@ -51,13 +51,27 @@ const absl::StatusOr<Gpus>& gpus() {
 
 MemoryKind memory_kind(const void* p) {
   if (p == nullptr || !gpus().ok()) return MemoryKind::kHost;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();
-    return MemoryKind::kHost;
+  // Every collective asks this of its two buffers, and CUDA takes about a microsecond to
+  // answer: the last pointers each thread asked about are kept. An address cannot change its
+  // kind: with unified addressing, device allocations come from a range the driver reserves.
+  struct Known {
+    const void* p = nullptr;
+    MemoryKind kind = MemoryKind::kHost;
+  };
+  thread_local Known known[4];
+  thread_local unsigned next = 0;
+  for (const Known& k : known) {
+    if (k.p == p) return k.kind;
   }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? MemoryKind::kDevice
-                                                                            : MemoryKind::kHost;
+  cudaPointerAttributes a{};
+  MemoryKind kind = MemoryKind::kHost;
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess) {
+    if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) kind = MemoryKind::kDevice;
+  } else {
+    cudaGetLastError();
+  }
+  known[next++ % 4] = Known{p, kind};
+  return kind;
 }
 
 absl::Status require_gpu(const char* what) {
