@@ -65,7 +65,19 @@ Comm::Comm(int rank, int size, Config config)
       timeout_ns_(std::max<int64_t>(absl::ToInt64Nanoseconds(config_.timeout), 0)),
       route_history_(rank) {}
 
-Comm::~Comm() = default;
+Comm::~Comm() {
+  // What the links still owe their peers leaves before they close: the tail of the last
+  // call's bytes, which the peer may still be reading, and the acknowledgements of what this
+  // rank read. A rank that finished its last call first and left at once would otherwise
+  // close a connection under a peer still inside that call (tcp: its link then loses the
+  // path and fails the call). Bounded, and skipped after a failure; a peer that closed ends
+  // its link's wait at once.
+  if (failed_.load(std::memory_order_acquire) || aborted_.load(std::memory_order_relaxed)) return;
+  CallLock calls(tender_ != nullptr ? &calls_mu_ : nullptr);
+  const Deadline deadline = Deadline::after(absl::Seconds(10));
+  Backoff backoff;
+  while (tend_links() && !deadline.expired()) backoff.pause();
+}
 
 absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t job_id,
                                                    const JobSecret& secret, bool every_rank_here,
