@@ -108,7 +108,8 @@ weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId commId,
  *  to NULL. */
 weftResult_t weftCommInitFromEnv(weftComm_t* comm);
 
-/** Frees the communicator and closes its links. NULL is allowed and does nothing. */
+/** Frees the communicator and closes its links, after sending what they still owe their
+ *  peers (at most 10 seconds; none after a failure). NULL is allowed and does nothing. */
 weftResult_t weftCommDestroy(weftComm_t comm);
 
 /** Like ncclCommAbort: callable from any thread; the collective in progress on `comm` (if

@@ -106,6 +106,9 @@ class Communicator {
   /// Joins the job identified by `id` as `rank` of `size` (the shape of ncclCommInitRank).
   static absl::StatusOr<std::unique_ptr<Communicator>> create(const UniqueId& id, int rank,
                                                               int size);
+  /// Closes the links, after sending what they still owe their peers (the tail of the last
+  /// call a slower rank may still be reading, acknowledgements): at most 10 seconds, none
+  /// after a failure or abort().
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
