@@ -188,16 +188,27 @@ TEST(CApi, HealthSnapshotAndPoll) {
               weftSuccess);
     weftLinkHealth_t health[8];
     int count = 0;
-    // The monitor reads every 20 ms: within a bounded wait it has seen the link.
-    bool link_seen = false;
-    for (int i = 0; i < 250 && !link_seen; ++i) {
-      ASSERT_EQ(weftCommHealth(comm, health, 8, &count), weftSuccess);
+    // The monitor reads every 20 ms: within a bounded wait it has seen the link and the
+    // call's bytes on it (a reading taken between the link's opening and the call's sends
+    // has the link with nothing sent yet: under ThreadSanitizer that happens).
+    auto link_seen = [&] {
       for (int k = 0; k < std::min(count, 8); ++k) {
-        link_seen |= std::string(health[k].kind) == "link" && health[k].peer == 1 - r;
+        if (std::string(health[k].kind) != "link" || health[k].peer != 1 - r) continue;
+        for (int c = 0; c < health[k].counterCount; ++c) {
+          if (std::string(health[k].counters[c].name) == "link_bytes_sent" &&
+              health[k].counters[c].value > 0) {
+            return true;
+          }
+        }
       }
-      if (!link_seen) absl::SleepFor(absl::Milliseconds(20));
+      return false;
+    };
+    for (int i = 0; i < 250; ++i) {
+      ASSERT_EQ(weftCommHealth(comm, health, 8, &count), weftSuccess);
+      if (link_seen()) break;
+      absl::SleepFor(absl::Milliseconds(20));
     }
-    ASSERT_TRUE(link_seen);
+    ASSERT_TRUE(link_seen());
     for (int k = 0; k < std::min(count, 8); ++k) {
       EXPECT_EQ(health[k].state, weftHealthy) << health[k].name << ": " << health[k].reason;
       if (std::string(health[k].kind) != "link") continue;
