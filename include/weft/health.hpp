@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "weft/export.h"
 
 namespace weft {
 
@@ -20,7 +21,7 @@ enum class HealthState : int {
   kProbation = 4,  ///< back in use after isolation, watched: failing again isolates it again
 };
 /// "HEALTHY", "SUSPECT", "FAILING", "ISOLATED", "PROBATION".
-const char* health_state_name(HealthState state);
+WEFT_API const char* health_state_name(HealthState state);
 
 /// What a state describes.
 struct HealthScope {

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "weft/export.h"
+
 namespace weft {
 
 /// Element type of a collective's buffers. Values match the C API's weftDataType_t.
@@ -48,15 +50,15 @@ constexpr size_t size_of(DataType type) {
 }
 
 /// Short names (C strings: this Abseil's StrCat does not take std::string_view) as nccl-tests prints them: "float", "half", "bfloat16", "int8", ...
-const char* name_of(DataType type);
+WEFT_API const char* name_of(DataType type);
 /// "sum", "prod", "max", "min", "avg".
-const char* name_of(ReduceOp op);
+WEFT_API const char* name_of(ReduceOp op);
 /// "allreduce", "allgather", "reduce_scatter", "broadcast", "barrier".
-const char* name_of(CollectiveKind kind);
+WEFT_API const char* name_of(CollectiveKind kind);
 
 /// Accepts the names above and common aliases ("f32", "float32", "fp16", "bf16", "i32", ...).
-std::optional<DataType> parse_data_type(std::string_view name);
-std::optional<ReduceOp> parse_reduce_op(std::string_view name);
-std::optional<CollectiveKind> parse_collective(std::string_view name);
+WEFT_API std::optional<DataType> parse_data_type(std::string_view name);
+WEFT_API std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+WEFT_API std::optional<CollectiveKind> parse_collective(std::string_view name);
 
 }  // namespace weft

@@ -12,13 +12,36 @@
  * wait is WEFT_TIMEOUT seconds; the C API has no per-call timeout.
  *
  * As with NCCL, one thread drives a communicator at a time, and every rank must call the same
- * collectives in the same order with matching arguments. After a collective fails (a peer
- * stopped, a timeout) the communicator refuses further calls with weftInvalidUsage: destroy
- * it and create a new one. */
+ * collectives in the same order with matching arguments.
+ *
+ * What the results are:
+ * - Integer sum and prod wrap around (modulo 2^bits, for signed types too, with no undefined
+ *   behaviour). Integer avg is that wrapped sum, read in its own type, divided by the rank
+ *   count, rounding toward zero (-7 / 2 = -3). Float avg divides the sum once at the end;
+ *   half and bfloat16 sums round to their type at every addition.
+ * - max and min propagate NaN.
+ * - Buffers are host or device memory. sendbuff and recvbuff may be the same buffer (in
+ *   place, at the offsets each call states) but must not otherwise overlap: weft does not
+ *   check for partial overlap, and its results are then undefined.
+ * - In-place reduce-scatter leaves the other ranks' blocks of the buffer as they were;
+ *   in-place allgather writes every block of recvbuff but this rank's own, which it leaves
+ *   in place. sendbuff is never written by an out-of-place call.
+ *
+ * What an error leaves:
+ * - A bad argument found on this rank (weftInvalidArgument: a NULL buffer, an unknown type,
+ *   op or algorithm, a root out of range, a count that overflows) refuses the call before
+ *   anything is sent: the communicator stays usable. The other ranks, which did make the
+ *   call, wait for this rank until their timeout.
+ * - A collective that fails (a peer stopped, a link failed, a timeout, ranks that disagree on
+ *   the call: the last is weftInvalidArgument on every rank, naming both calls) breaks the
+ *   communicator: every later call returns weftInvalidUsage. Destroy it and create a new one,
+ *   or shrink it to the ranks that remain (weftCommShrink). */
 #ifndef WEFT_WEFT_H_
 #define WEFT_WEFT_H_
 
 #include <stddef.h>
+
+#include "weft/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -92,29 +115,29 @@ typedef enum {
 } weftRedOp_t;
 
 /** Stores WEFT_VERSION_CODE of the library (not of this header) in *version. */
-weftResult_t weftGetVersion(int* version);
+WEFT_API weftResult_t weftGetVersion(int* version);
 
 /** Creates an id and serves its rendezvous from this process until every rank has arrived
  *  or WEFT_TIMEOUT has passed. Listens on WEFT_SOCKET_IFNAME (default: the first
  *  non-loopback interface that is up). */
-weftResult_t weftGetUniqueId(weftUniqueId* uniqueId);
+WEFT_API weftResult_t weftGetUniqueId(weftUniqueId* uniqueId);
 
 /** Joins the job named by `commId` as `rank` of `nranks`; returns once every rank has
  *  joined. On failure *comm is set to NULL. */
-weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId commId, int rank);
+WEFT_API weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId commId, int rank);
 
 /** Joins the job the launcher describes (mpirun, Slurm, or WEFT_RANK / WEFT_SIZE), meeting
  *  the other ranks at WEFT_COORDINATOR=host:port (rank 0 serves it). On failure *comm is set
  *  to NULL. */
-weftResult_t weftCommInitFromEnv(weftComm_t* comm);
+WEFT_API weftResult_t weftCommInitFromEnv(weftComm_t* comm);
 
 /** Frees the communicator and closes its links, after sending what they still owe their
  *  peers (at most 10 seconds; none after a failure). NULL is allowed and does nothing. */
-weftResult_t weftCommDestroy(weftComm_t comm);
+WEFT_API weftResult_t weftCommDestroy(weftComm_t comm);
 
 /** Like ncclCommAbort: callable from any thread; the collective in progress on `comm` (if
  *  any) returns within a wait step, and every later call fails. Destroy the comm after. */
-weftResult_t weftCommAbort(weftComm_t comm);
+WEFT_API weftResult_t weftCommAbort(weftComm_t comm);
 
 /** Link health (docs/HEALTH.md): the state of a link, rail, GPU, NVLink or InfiniBand port. */
 typedef enum {
@@ -150,7 +173,7 @@ typedef struct {
 /** Thread-safe snapshot of every scope's health: fills up to `capacity` entries of `health`
  *  (NULL with capacity 0 to ask for the count) and sets *count to how many scopes there are.
  *  *count is 0 with WEFT_HEALTH=off. */
-weftResult_t weftCommHealth(weftComm_t comm, weftLinkHealth_t* health, int capacity, int* count);
+WEFT_API weftResult_t weftCommHealth(weftComm_t comm, weftLinkHealth_t* health, int capacity, int* count);
 
 /** One state change, as the JSON log line has it. */
 typedef struct {
@@ -163,11 +186,11 @@ typedef struct {
 } weftHealthChange_t;
 
 /** Thread-safe poll: *got is 1 and *change the oldest change not yet taken, or *got is 0. */
-weftResult_t weftCommHealthPoll(weftComm_t comm, weftHealthChange_t* change, int* got);
+WEFT_API weftResult_t weftCommHealthPoll(weftComm_t comm, weftHealthChange_t* change, int* got);
 
 /** Like ncclCommGetAsyncError: callable from any thread; *asyncError is weftSuccess while the
  *  comm works, else the error that broke it (its message: weftGetLastError(comm)). */
-weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
+WEFT_API weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
 
 /** After a rank died or hung, every surviving rank calls this and gets in *newcomm a
  *  communicator of the survivors, in their old order (like ncclCommShrink, but weft finds the
@@ -175,46 +198,46 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
  *  room for the comm's rank count; it gets the old ranks left out, and *droppedCount (which
  *  may then not be NULL) their number. `comm` refuses collectives afterwards: destroy it.
  *  On failure *newcomm is set to NULL. */
-weftResult_t weftCommShrink(weftComm_t comm, weftComm_t* newcomm, int* droppedRanks,
+WEFT_API weftResult_t weftCommShrink(weftComm_t comm, weftComm_t* newcomm, int* droppedRanks,
                             int* droppedCount);
 
 /** The number of ranks, and this rank, of the communicator. */
-weftResult_t weftCommCount(const weftComm_t comm, int* count);
-weftResult_t weftCommUserRank(const weftComm_t comm, int* rank);
+WEFT_API weftResult_t weftCommCount(const weftComm_t comm, int* count);
+WEFT_API weftResult_t weftCommUserRank(const weftComm_t comm, int* rank);
 
 /** recvbuff[i] = op over ranks of sendbuff[i], for i < count. In-place when
  *  sendbuff == recvbuff. */
-weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+WEFT_API weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                            void* stream);
 
 /** recvbuff[r * sendcount + i] = sendbuff[i] of rank r. In-place when
  *  sendbuff == recvbuff + rank * sendcount. */
-weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+WEFT_API weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            weftDataType_t datatype, weftComm_t comm, void* stream);
 
 /** recvbuff[i] = op over ranks of sendbuff[rank * recvcount + i]. In-place when
  *  recvbuff == sendbuff + rank * recvcount. */
-weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+WEFT_API weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                void* stream);
 
 /** recvbuff[i] = sendbuff[i] of `root`; sendbuff is read on the root only. In-place when
  *  sendbuff == recvbuff. */
-weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+WEFT_API weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, int root, weftComm_t comm, void* stream);
 
 /** Returns once every rank has entered the barrier. */
-weftResult_t weftBarrier(weftComm_t comm, void* stream);
+WEFT_API weftResult_t weftBarrier(weftComm_t comm, void* stream);
 
 /** A short, static description of a result code ("invalid argument", ...). */
-const char* weftGetErrorString(weftResult_t result);
+WEFT_API const char* weftGetErrorString(weftResult_t result);
 
 /** The message of the last call that failed on `comm` ("" if none has). With a NULL (or
  *  unrecognised) comm: the last failure on this thread of a call that had no communicator to
  *  record it in, such as weftCommInitRank or weftGetUniqueId. The string stays valid until
  *  the next failure recorded in the same place, or until the comm is destroyed. */
-const char* weftGetLastError(weftComm_t comm);
+WEFT_API const char* weftGetLastError(weftComm_t comm);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -6,6 +6,13 @@
 //   Unavailable         a peer went away or a link failed
 //   FailedPrecondition  the communicator is not usable (not initialised, already failed)
 // and the message names the rank, the peer and what to do.
+//
+// Results and errors are those of the C API, whose header (weft/weft.h) states them in full:
+// integer sum and prod wrap, integer avg divides the wrapped sum rounding toward zero, max and
+// min propagate NaN; buffers may be the same (in place) but must not partly overlap; in-place
+// reduce_scatter leaves the other blocks of `send` as they were. An InvalidArgument found on
+// this rank leaves the communicator usable; a collective that fails (including ranks that
+// disagree on the call) breaks it, and later calls return FailedPrecondition.
 #pragma once
 
 #include <array>
@@ -19,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "weft/export.h"
 #include "weft/health.hpp"
 #include "weft/types.hpp"
 
@@ -63,7 +71,7 @@ struct UniqueId {
 /// Creates a UniqueId and starts serving the rendezvous for it in this process, on the
 /// first interface WEFT_SOCKET_IFNAME names (default: the first non-loopback interface that
 /// is up).
-absl::StatusOr<UniqueId> make_unique_id();
+WEFT_API absl::StatusOr<UniqueId> make_unique_id();
 
 /// One path of a link (tcp: a rail's pair of sockets), as the link sees it.
 struct PathStats {
@@ -97,7 +105,7 @@ class Comm;
 /// A group of ranks that run collectives together. Not thread-safe: one thread drives a
 /// communicator at a time, as with NCCL. Every rank must call the same collectives, in the
 /// same order, with matching arguments.
-class Communicator {
+class WEFT_API Communicator {
  public:
   /// Joins the job described by the launcher environment: mpirun (OMPI_COMM_WORLD_*), Slurm
   /// (SLURM_PROCID, ...) or WEFT_RANK / WEFT_SIZE, meeting the other ranks at
