@@ -32,8 +32,13 @@ void LinkSource::sample(absl::Time now, std::vector<Sample>& out) {
     // add up on the link.
     const size_t first_rail = out.size() + 1;  // out gets the link's sample first
     out.push_back(std::move(link));
+    int rails = 0, rails_down = 0;
     view.pair->read_path_counters([&](std::string_view path, std::string_view counter,
                                       double value, bool cumulative) {
+      if (counter == "path_down") {
+        ++rails;
+        rails_down += value > 0;
+      }
       Sample* rail = nullptr;
       for (size_t i = first_rail; i < out.size(); ++i) {
         if (out[i].scope.device == path) rail = &out[i];
@@ -54,6 +59,13 @@ void LinkSource::sample(absl::Time now, std::vector<Sample>& out) {
       if (sum == sums.end()) sums.push_back({std::string(counter), value});
       else sum->value += value;
     });
+    // A level on the link: every rail's own path is dead, so the link goes on through a path
+    // a third rank relays (or not at all). A rail alone FAILING moves its stripes to the
+    // other rails; with none left the link itself must leave the ring.
+    if (rails > 0) {
+      out[first_rail - 1].counters.push_back(
+          {"link_every_rail_down", rails_down == rails ? 1.0 : 0.0, CounterKind::kGauge});
+    }
   });
 }
 

@@ -93,6 +93,9 @@ Policy Policy::defaults() {
       rule("link_path_failures", d, 1, kNever, kWeft),
       rule("link_checksum_errors", d, 1, 10, kWeft),
       rule("path_down", v, kNever, 1, kWeft),
+      // Every rail's path dead: the link lives on a relay path through a third rank, which
+      // copies every byte; the ring should go around it (src/isolation.hpp).
+      rule("link_every_rail_down", v, kNever, 1, kWeft),
       rule("ecc_uncorrected", d, kNever, 1, kDcgm),
       rule("ecc_corrected", r, 10, kNever, kDcgm),
       rule("nvlink_replay", d, 1, kNever, kDcgm),

@@ -46,9 +46,9 @@ std::pair<int, int> loopback_pair() {
 // Two-rail tcp link between rank 0 and rank 1, both ends in this process.
 struct TwoRailLink {
   std::unique_ptr<transport::tcp::TcpPair> zero, one;
+  std::vector<int> a, b;  // rank 0's and rank 1's sockets: rail 0 and 1 data, then control
   TwoRailLink() {
     // Two sockets a rail: data, then control (transport/tcp/pair.hpp).
-    std::vector<int> a, b;
     for (int k = 0; k < 4; ++k) {
       auto [x, y] = loopback_pair();
       if (x < 0) return;
@@ -145,6 +145,46 @@ TEST(LinkSource, CountersOfAPathGrowWithTraffic) {
   EXPECT_GE(both, 1 << 20);
   EXPECT_LE(both, (1 << 20) + 128 * 32);
   EXPECT_EQ(after[1].scope.rail, 0);  // no rails listed: numbered by its place on the link
+}
+
+// A rail whose sockets died FAILs on its own (path_down); when every rail of the link has
+// died the link itself says so (link_every_rail_down), so that isolation takes the link out
+// of the ring instead of leaving it on a relay path.
+TEST(LinkSource, ALinkWhoseEveryRailDiedSaysSo) {
+  TwoRailLink link;
+  ASSERT_NE(link.zero, nullptr);
+  LinkSource source([&](absl::FunctionRef<void(const LinkView&)> visit) {
+    visit({1, "tcp", link.zero.get(), 0});
+  }, {"lo"});
+  // Rank 1's end of `rail` goes away; rank 0 sends until its link has seen the rail die.
+  const auto kill_rail_and_sample = [&](int rail) {
+    ::shutdown(link.b[rail], SHUT_RDWR);
+    ::shutdown(link.b[2 + rail], SHUT_RDWR);
+    std::vector<std::byte> bytes(1 << 16);
+    std::vector<Sample> out;
+    const Deadline deadline = Deadline::after(absl::Seconds(10));
+    while (!deadline.expired()) {
+      (void)link.zero->send_some(bytes.data(), bytes.size());
+      out.clear();
+      source.sample(absl::Now(), out);
+      if (out.size() == 3 && counters_of(out[1 + rail])["path_down"] == 1) break;
+    }
+    return out;
+  };
+  std::vector<Sample> out;
+  source.sample(absl::Now(), out);
+  EXPECT_EQ(counters_of(out[0])["link_every_rail_down"], 0);
+
+  out = kill_rail_and_sample(0);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(counters_of(out[1])["path_down"], 1);
+  EXPECT_EQ(counters_of(out[2])["path_down"], 0);
+  EXPECT_EQ(counters_of(out[0])["link_every_rail_down"], 0) << "rail 1 still carries the link";
+
+  out = kill_rail_and_sample(1);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(counters_of(out[2])["path_down"], 1);
+  EXPECT_EQ(counters_of(out[0])["link_every_rail_down"], 1);
 }
 
 }  // namespace
