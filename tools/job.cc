@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "src/base/env.hpp"
 
@@ -57,6 +58,11 @@ int leave_job(Job* job, int exit_code) {
       // What this rank printed must survive the abort.
       std::fflush(stdout);
       std::fflush(stderr);
+      // mpirun ends the ranks by resuming them first (SIGCONT, then SIGTERM a second later),
+      // a stopped one too, while other survivors may still be asking who stopped (blame waits
+      // up to 1 s for answers): a rank resumed in that window answers, and they would blame
+      // nobody. Give them that long twice over before the abort.
+      std::this_thread::sleep_for(std::chrono::seconds(2));
       MPI_Abort(MPI_COMM_WORLD, exit_code);
     }
     MPI_Finalize();
