@@ -14,7 +14,7 @@ be identical bit for bit, and rank 0 writes them out (--save).
 
 --ranks-in-one N trains in one process, without any process group, on the batches that N
 ranks would take at each step joined into one: the same training, summed in another order
-(scripts/train-under-faults compares the two).
+(cluster/train-under-faults compares the two).
 
 --pace-ms makes each step last at least that long (sleeping the rest): it stands in for the
 compute of a larger model, so that a short run spans the seconds a link fault and weft's
@@ -119,8 +119,9 @@ def main():
         loss.backward()
         opt.step()
         seen = loss.detach().clone()
-        if dist is not None:
-            dist.all_reduce(seen, dist.ReduceOp.AVG)
+        if dist is not None:  # the mean over ranks (SUM, then divided: gloo has no AVG)
+            dist.all_reduce(seen)
+            seen /= size
         work_ms = (time.perf_counter() - began) * 1e3
         if args.pace_ms:
             time.sleep(max(0.0, (args.pace_ms - work_ms) / 1e3))

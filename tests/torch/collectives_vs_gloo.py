@@ -130,6 +130,12 @@ def main():
                 mine = buf.narrow(0, rank * n, n)
                 dist.reduce_scatter_tensor(mine, buf, OPS[op])
                 check.equal(f"reduce_scatter_tensor(in-place) {op} {tag}", mine, want)
+                # The output over another rank's block of the input: not weft's in place,
+                # so the backend hands weft a copy.
+                buf = full.clone()
+                other = buf.narrow(0, (rank + 1) % size * n, n)
+                dist.reduce_scatter_tensor(other, buf, OPS[op])
+                check.equal(f"reduce_scatter_tensor(overlapping) {op} {tag}", other, want)
 
             x = make_input(dtype, n, rank, case, "sum")
             want = [torch.empty(n, dtype=dtype) for _ in range(size)]
@@ -146,6 +152,11 @@ def main():
             out.narrow(0, rank * n, n).copy_(x)
             dist.all_gather_into_tensor(out, out.narrow(0, rank * n, n))
             check.equal(f"all_gather_into_tensor(in-place) {tag}", out, want)
+            out = torch.zeros(n * size, dtype=dtype)
+            other = out.narrow(0, (rank + 1) % size * n, n)
+            other.copy_(x)
+            dist.all_gather_into_tensor(out, other)
+            check.equal(f"all_gather_into_tensor(overlapping) {tag}", out, want)
 
             for root in sorted({0, size - 1}):
                 w = x.clone()

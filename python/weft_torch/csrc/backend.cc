@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "work.hpp"
@@ -64,6 +65,20 @@ void check_same(const at::Tensor& a, const at::Tensor& b, const char* what) {
               a.scalar_type(), " and ", b.scalar_type(), "; they must have one dtype");
 }
 
+// weft takes a block and a whole buffer that are either apart or the block at offset `rank`
+// of the whole (in place); any other overlap is undefined there (weft.h), so such a block is
+// handed over as a copy.
+enum class Aliasing { kApart, kInPlace, kOverlap };
+Aliasing aliasing(const at::Tensor& block, const at::Tensor& whole, int rank) {
+  const auto* b = static_cast<const std::byte*>(block.data_ptr());
+  const auto* w = static_cast<const std::byte*>(whole.data_ptr());
+  const size_t block_bytes = block.nbytes(), whole_bytes = whole.nbytes();
+  if (b == w + static_cast<size_t>(rank) * block_bytes) return Aliasing::kInPlace;
+  const bool apart = block_bytes == 0 || whole_bytes == 0 || b + block_bytes <= w ||
+                     w + whole_bytes <= b;
+  return apart ? Aliasing::kApart : Aliasing::kOverlap;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Backend> WeftBackend::create(
@@ -92,11 +107,18 @@ WeftBackend::WeftBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 WeftBackend::~WeftBackend() { shutdown(); }
 
 void WeftBackend::shutdown() {
-  weftCommDestroy(comm_);
-  comm_ = nullptr;
+  std::lock_guard<std::mutex> call(call_mu_);
+  weftComm_t comm;
+  {
+    std::lock_guard<std::mutex> handle(handle_mu_);
+    comm = comm_;
+    comm_ = nullptr;
+  }
+  weftCommDestroy(comm);
 }
 
 void WeftBackend::abort() {
+  std::lock_guard<std::mutex> handle(handle_mu_);
   if (comm_ != nullptr) weftCommAbort(comm_);
 }
 
@@ -109,6 +131,7 @@ void WeftBackend::check(weftResult_t result, const char* what) const {
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
+  std::lock_guard<std::mutex> turn(call_mu_);
   at::Tensor& t = only(tensors, "allreduce");
   check_tensor(t, "the allreduce tensor");
   check(weftAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), weft_type(t), weft_op(opts.reduceOp),
@@ -126,8 +149,11 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::_allgather_base(at::Tensor& output,
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "weft: all_gather_into_tensor: the "
               "output has ", output.numel(), " elements; it needs the input's ", input.numel(),
               " times ", getSize(), " ranks");
-  check(weftAllGather(input.data_ptr(), output.data_ptr(), input.numel(), weft_type(input),
-                      comm_, nullptr),
+  std::lock_guard<std::mutex> turn(call_mu_);  // the list form's call comes here too
+  const at::Tensor in = aliasing(input, output, getRank()) == Aliasing::kOverlap
+                            ? input.clone() : input;
+  check(weftAllGather(in.data_ptr(), output.data_ptr(), in.numel(), weft_type(in), comm_,
+                      nullptr),
         "allgather");
   return c10::make_intrusive<DoneWork>(c10d::OpType::_ALLGATHER_BASE,
                                        std::vector<at::Tensor>{output});
@@ -162,9 +188,13 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::_reduce_scatter_base(
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "weft: reduce_scatter_tensor: the "
               "input has ", input.numel(), " elements; it needs the output's ", output.numel(),
               " times ", getSize(), " ranks");
-  check(weftReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), weft_type(input),
+  std::lock_guard<std::mutex> turn(call_mu_);
+  const bool overlap = aliasing(output, input, getRank()) == Aliasing::kOverlap;
+  at::Tensor out = overlap ? at::empty_like(output) : output;
+  check(weftReduceScatter(input.data_ptr(), out.data_ptr(), out.numel(), weft_type(input),
                           weft_op(opts.reduceOp), comm_, nullptr),
         "reduce_scatter");
+  if (overlap) output.copy_(out);
   return c10::make_intrusive<DoneWork>(c10d::OpType::_REDUCE_SCATTER_BASE,
                                        std::vector<at::Tensor>{output});
 }
@@ -191,6 +221,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
+  std::lock_guard<std::mutex> turn(call_mu_);
   at::Tensor& t = only(tensors, "broadcast");
   check_tensor(t, "the broadcast tensor");
   TORCH_CHECK(opts.rootTensor == 0, "weft: broadcast takes one tensor per process");
@@ -201,6 +232,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::broadcast(std::vector<at::Tensor>& t
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::barrier(const c10d::BarrierOptions&) {
+  std::lock_guard<std::mutex> turn(call_mu_);
   check(weftBarrier(comm_, nullptr), "barrier");
   return c10::make_intrusive<DoneWork>(c10d::OpType::BARRIER, std::vector<at::Tensor>{});
 }

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ class WeftBackend final : public c10d::Backend {
   // message when `result` is not weftSuccess.
   void check(weftResult_t result, const char* what) const;
 
+  // One thread drives a weft communicator at a time, and torch's Python collectives release
+  // the GIL: calls (and shutdown) take turns here. abort() does not wait for them (it is how
+  // a stuck call ends); handle_mu_ only keeps comm_ from being destroyed under it.
+  std::mutex call_mu_;
+  std::mutex handle_mu_;
   weftComm_t comm_ = nullptr;
 };
 
