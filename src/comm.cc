@@ -66,6 +66,12 @@ Comm::Comm(int rank, int size, Config config)
       route_history_(rank) {}
 
 Comm::~Comm() {
+  // Calls still queued on streams finish first, as NCCL's ncclCommDestroy lets them; past
+  // the deadline they are aborted, and their streams released.
+  if (engine_ != nullptr) {
+    if (!settle().ok()) abort();
+    engine_.reset();
+  }
   // What the links still owe their peers leaves before they close: the tail of the last
   // call's bytes, which the peer may still be reading, and the acknowledgements of what this
   // rank read. A rank that finished its last call first and left at once would otherwise
@@ -387,6 +393,7 @@ bool Comm::tend_links() {
 }
 
 absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> body) {
+  if (absl::Status s = settle(); !s.ok()) return s;
   if (absl::Status s = async_error(); !s.ok()) return s;
   CallLock calls(tender_ != nullptr ? &calls_mu_ : nullptr);
   TendingScope tending(this);
@@ -395,8 +402,50 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
 
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
-  if (on_device(args, options)) return run_staged(args, options);
+  const bool device = on_device(args, options);
+  // On a GPU every call on device buffers is ordered on a stream (NULL: the default one);
+  // standing in, only those that name a StandInStream are.
+  if (device && (!config_.device_stand_in || options.stream != nullptr)) {
+    return submit(args, options);
+  }
+  if (absl::Status s = settle(); !s.ok()) return s;
+  if (device) {
+    return run_staged(args, options, [&](Deadline deadline) {
+      return staging_->copier().wait_for_stream(options.stream, deadline);
+    });
+  }
   return run_host(args, options);
+}
+
+absl::Status Comm::settle() {
+  if (engine_ == nullptr) return absl::OkStatus();
+  if (absl::Status s = engine_->settle(Deadline::after_ns(timeout_ns_).cancelled_by(&aborted_));
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
+  }
+  return async_error();  // a call that ran there may have failed
+}
+
+absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options) {
+  if (absl::Status s = open_staging(name_of(args.kind)); !s.ok()) return s;
+  if (engine_ == nullptr) {
+    engine_ = std::make_unique<Engine>(
+        staging_->copier(), [this](CollectiveArgs& call, const CallOptions& call_options,
+                                   absl::FunctionRef<absl::Status(Deadline)> ready) {
+          // After a failure the links are closed: later calls only release their streams.
+          if (absl::Status s = async_error(); !s.ok()) return s;
+          absl::Status s = run_staged(call, call_options, ready);
+          if (!s.ok() && !failed_.load(std::memory_order_acquire)) fail(s);
+          return s;
+        });
+  }
+  absl::Status s =
+      engine_->submit(args, options, Deadline::after_ns(timeout_ns_).cancelled_by(&aborted_));
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", name_of(args.kind), ": ",
+                                               s.message()));
+  }
+  return s;
 }
 
 bool Comm::on_device(const CollectiveArgs& args, const CallOptions& options) const {
@@ -406,8 +455,7 @@ bool Comm::on_device(const CollectiveArgs& args, const CallOptions& options) con
          device::memory_kind(args.recv) == device::MemoryKind::kDevice;
 }
 
-absl::Status Comm::run_staged(CollectiveArgs& args, const CallOptions& options) {
-  const char* what = name_of(args.kind);
+absl::Status Comm::open_staging(const char* what) {
   if (!config_.device_stand_in) {
     if (absl::Status s = device::require_gpu(what); !s.ok()) return s;
   }
@@ -423,12 +471,19 @@ absl::Status Comm::run_staged(CollectiveArgs& args, const CallOptions& options) 
     }
     staging_ = *std::move(staging);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Comm::run_staged(CollectiveArgs& args, const CallOptions& options,
+                              absl::FunctionRef<absl::Status(Deadline)> ready) {
+  const char* what = name_of(args.kind);
+  if (absl::Status s = open_staging(what); !s.ok()) return s;
   args.deadline = (options.timeout > absl::ZeroDuration() ? Deadline::after(options.timeout)
                                                           : Deadline::after_ns(timeout_ns_))
                       .cancelled_by(&aborted_);
   // Every piece runs within what is left of the whole call's time, not a timeout of its own.
   CallOptions piece_options = options;
-  absl::Status s = staging_->run(args, rank_, size_, options.stream, [&](CollectiveArgs& piece) {
+  absl::Status s = staging_->run(args, rank_, size_, ready, [&](CollectiveArgs& piece) {
     piece_options.timeout = std::max(args.deadline.remaining(), absl::Nanoseconds(1));
     return run_host(piece, piece_options);
   });
@@ -586,6 +641,11 @@ void Comm::fail(const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<Comm>> Comm::shrink(absl::Duration timeout,
                                                    std::vector<int>* dropped) {
+  // Calls queued on streams end first (after a failure they only release their streams).
+  if (engine_ != nullptr) {
+    (void)settle();
+    engine_.reset();
+  }
   // The survivors' communicator watches its own links, and serves the endpoint's port.
   watch_.reset();
   if (timeout <= absl::ZeroDuration()) timeout = config_.timeout;

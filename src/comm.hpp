@@ -21,6 +21,7 @@
 #include "src/link_tender.hpp"
 #include "src/route.hpp"
 #include "src/route_history.hpp"
+#include "src/engine.hpp"
 #include "src/staging.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
@@ -87,8 +88,18 @@ class Comm : public LinkProvider, public LinkTending {
   /// Whether a call moves device buffers (or is ordered on a stream, or the device is stood
   /// in for): it goes through staging_.
   bool on_device(const CollectiveArgs& args, const CallOptions& options) const;
-  /// A call on device buffers, piece by piece over the host path (src/staging.hpp).
-  absl::Status run_staged(CollectiveArgs& args, const CallOptions& options);
+  /// Pins the staging buffers at the first call on device buffers; an error where no GPU
+  /// can be used (and the device is not stood in for).
+  absl::Status open_staging(const char* what);
+  /// A call on device buffers, piece by piece over the host path (src/staging.hpp), once
+  /// `ready` says its inputs are.
+  absl::Status run_staged(CollectiveArgs& args, const CallOptions& options,
+                          absl::FunctionRef<absl::Status(Deadline)> ready);
+  /// A call ordered on a stream: queued for engine_, returning at once.
+  absl::Status submit(const CollectiveArgs& args, const CallOptions& options);
+  /// Before a call not ordered on a stream: every call queued on engine_ finishes first, so
+  /// that every rank makes its calls in one order. An error if one failed.
+  absl::Status settle();
   /// A call on host buffers: the algorithm's choice, then run_with.
   absl::Status run_host(CollectiveArgs& args, const CallOptions& options);
   /// run() once the algorithm is chosen; `index`: its place in all_algorithms().
@@ -142,6 +153,9 @@ class Comm : public LinkProvider, public LinkTending {
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
   std::unique_ptr<Staging> staging_;  // made at the first call on device buffers
+  // Runs the calls ordered on streams (made at the first); stopped first in ~Comm, before
+  // anything its thread uses.
+  std::unique_ptr<Engine> engine_;
   std::unique_ptr<std::byte[]> stream_block_;  // kStreamBlockBytes, for AlgoContext
   mutable Mutex failure_mu_;
   absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);

@@ -48,9 +48,10 @@ absl::Status Staging::take_out(const CollectiveArgs& args, int size, size_t firs
   return copier_->copy(args.recv + first * e, n * e, from, n * e, n * e, 1);
 }
 
-absl::Status Staging::run(const CollectiveArgs& args, int rank, int size, void* stream,
+absl::Status Staging::run(const CollectiveArgs& args, int rank, int size,
+                          absl::FunctionRef<absl::Status(Deadline)> ready,
                           absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host) {
-  if (auto s = copier_->wait_for_stream(stream, args.deadline); !s.ok()) return s;
+  if (auto s = ready(args.deadline); !s.ok()) return s;
   absl::Status s = run_pieces(args, rank, size, run_host);
   // A call that failed may have left copies queued: none may touch the caller's buffers, or
   // this call's host buffers under the next call, once it returned.

@@ -28,11 +28,13 @@ class Staging {
   static absl::StatusOr<std::unique_ptr<Staging>> create(std::unique_ptr<device::Copier> copier,
                                                          size_t piece_bytes);
 
-  /// Runs `args` (on device buffers, ordered after the work queued on `stream`) as pieces,
-  /// each handed to `run_host` as a call on host buffers. Returns once the results are in
-  /// `args.recv`.
-  absl::Status run(const CollectiveArgs& args, int rank, int size, void* stream,
+  /// Runs `args` (on device buffers) as pieces, each handed to `run_host` as a call on host
+  /// buffers, once `ready(deadline)` says the inputs are (the work queued on the caller's
+  /// stream before the call ran). Returns once the results are in `args.recv`.
+  absl::Status run(const CollectiveArgs& args, int rank, int size,
+                   absl::FunctionRef<absl::Status(Deadline)> ready,
                    absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host);
+  device::Copier& copier() { return *copier_; }
 
  private:
   Staging(std::unique_ptr<device::Copier> copier, size_t piece_bytes)

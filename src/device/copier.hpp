@@ -6,12 +6,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "src/base/deadline.hpp"
 
 namespace weft::device {
+
+/// A call's place on the caller's stream (Copier::hold): the point its inputs are ready at,
+/// and the number the stream waits for before it runs what was queued after the call.
+struct Ticket {
+  uint32_t number = 0;
+  void* ready = nullptr;  ///< the copier's mark of that point (a cudaEvent_t for CUDA's)
+};
 
 class Copier {
  public:
@@ -35,6 +43,16 @@ class Copier {
   /// Returns once the work queued on the caller's `stream` (a cudaStream_t; null: the
   /// default stream) before this call has run: a collective's inputs are ready.
   virtual absl::Status wait_for_stream(void* stream, Deadline deadline) = 0;
+  /// For a call that returns before it ran (src/engine.hpp), on the caller's thread: marks
+  /// the point `stream` has reached (the call's inputs are ready once it passes it) and makes
+  /// the stream wait there, before anything queued on it later, until release() reaches the
+  /// ticket's number. Numbers grow by one per ticket. Thread-safe against the calls below.
+  virtual absl::StatusOr<Ticket> hold(void* stream) = 0;
+  /// Returns once the ticket's stream passed its mark; an error at the deadline.
+  virtual absl::Status wait_ready(const Ticket& ticket, Deadline deadline) = 0;
+  /// Lets every stream held by a ticket numbered up to `number` go on; numbers compare
+  /// cyclically, as CUDA's stream waits do.
+  virtual void release(uint32_t number) = 0;
   /// `bytes` of host memory the copies reach directly, touched once; it lives as long as the
   /// copier.
   virtual absl::StatusOr<std::byte*> host_buffer(size_t bytes) = 0;
@@ -46,7 +64,27 @@ absl::StatusOr<std::unique_ptr<Copier>> cuda_copier();
 
 /// Host memory standing in for device memory: the copies run in order on a thread of the
 /// copier's own, as a stream's would, so that the staging pipeline's overlap and waits are
-/// tested where there is no GPU (WEFT_DEVICE_STAND_IN).
+/// tested where there is no GPU (WEFT_DEVICE_STAND_IN). Its streams are StandInStreams.
 std::unique_ptr<Copier> stand_in_copier();
+
+/// A CUDA stream's stand-in (WEFT_DEVICE_STAND_IN): work runs in order on a thread of its
+/// own. Its address goes where a cudaStream_t would; a NULL stream, standing in, means a
+/// call that returns once its results are in place.
+class StandInStream {
+ public:
+  StandInStream();
+  ~StandInStream();  ///< runs what is queued, then stops
+  StandInStream(const StandInStream&) = delete;
+  StandInStream& operator=(const StandInStream&) = delete;
+
+  /// Queues `work` after everything queued before (a kernel, a copy, a wait).
+  void enqueue(std::function<void()> work);
+  /// Returns once everything queued so far has run (cudaStreamSynchronize).
+  void synchronize();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace weft::device

@@ -2,7 +2,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -16,6 +18,11 @@ class StandInCopier : public Copier {
  public:
   StandInCopier() : thread_([this] { serve(); }) {}
   ~StandInCopier() override {
+    {
+      std::lock_guard<std::mutex> lock(holds_->mu);
+      holds_->released = holds_->issued;  // no stream waits on a copier that is gone
+    }
+    holds_->changed.notify_all();
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -58,6 +65,56 @@ class StandInCopier : public Copier {
 
   absl::Status wait_for_stream(void*, Deadline) override { return absl::OkStatus(); }
 
+  // A ticket's two pieces of work on its StandInStream: one says the stream got there, the
+  // next blocks the stream until the ticket is released. They share `holds_` with the
+  // copier, so they stay valid should the stream outlive it.
+  absl::StatusOr<Ticket> hold(void* stream) override {
+    if (stream == nullptr) {
+      return absl::InvalidArgumentError(
+          "standing in for a GPU (WEFT_DEVICE_STAND_IN), a call ordered on a stream needs a "
+          "weft::device::StandInStream");
+    }
+    uint32_t number = 0;
+    {
+      std::lock_guard<std::mutex> lock(holds_->mu);
+      number = ++holds_->issued;
+      holds_->pending.insert(number);  // until the stream gets there
+    }
+    auto holds = holds_;
+    auto* s = static_cast<StandInStream*>(stream);
+    s->enqueue([holds, number] {
+      std::lock_guard<std::mutex> lock(holds->mu);
+      holds->pending.erase(number);
+      holds->changed.notify_all();
+    });
+    s->enqueue([holds, number] {
+      std::unique_lock<std::mutex> lock(holds->mu);
+      holds->changed.wait(lock, [&] { return static_cast<int32_t>(holds->released - number) >= 0; });
+    });
+    return Ticket{number, nullptr};
+  }
+
+  absl::Status wait_ready(const Ticket& ticket, Deadline deadline) override {
+    std::unique_lock<std::mutex> lock(holds_->mu);
+    while (holds_->pending.count(ticket.number) != 0) {
+      if (deadline.expired()) {
+        return absl::DeadlineExceededError(
+            "the work queued on the caller's stream before the call did not finish by the "
+            "deadline");
+      }
+      holds_->changed.wait_for(lock, std::chrono::milliseconds(10));
+    }
+    return absl::OkStatus();
+  }
+
+  void release(uint32_t number) override {
+    {
+      std::lock_guard<std::mutex> lock(holds_->mu);
+      holds_->released = number;
+    }
+    holds_->changed.notify_all();
+  }
+
   absl::StatusOr<std::byte*> host_buffer(size_t bytes) override {
     buffers_.emplace_back(new std::byte[bytes]);
     std::memset(buffers_.back().get(), 0, bytes);
@@ -92,6 +149,14 @@ class StandInCopier : public Copier {
       lock.lock();
     }
   }
+
+  struct Holds {
+    std::mutex mu;
+    std::condition_variable changed;
+    uint32_t issued = 0, released = 0;
+    std::set<uint32_t> pending;  ///< tickets whose stream has not got to them yet
+  };
+  std::shared_ptr<Holds> holds_ = std::make_shared<Holds>();
 
   std::mutex mu_;
   std::condition_variable changed_;

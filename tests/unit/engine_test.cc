@@ -1,0 +1,140 @@
+// Calls ordered on a stream (src/engine.hpp), where there is no GPU: a StandInStream stands
+// in for the caller's CUDA stream (WEFT_DEVICE_STAND_IN). Each call must return before the
+// stream reaches it, run in the order the calls were made once it does, hold the stream's
+// later work until its results are in place, and, when it fails after returning, report
+// the failure as the communicator's async error and still let the stream go on.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/device/copier.hpp"
+#include "tests/unit/c_api_harness.hpp"
+
+namespace weft::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Blocks `stream` until open() (a kernel still running when the collective is called).
+class Gate {
+ public:
+  explicit Gate(device::StandInStream& stream) {
+    stream.enqueue([this] {
+      while (!open_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  void open() { open_.store(true); }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+constexpr size_t kCount = 3001;  // floats: three pieces of 4 KiB
+
+TEST(Engine, ACallReturnsBeforeItsStreamReachesIt) {
+  ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  const int n = 3;
+  std::vector<weftComm_t> comms = init_comms(n);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  on_every_rank(n, [&](int r) {
+    device::StandInStream stream;
+    std::vector<float> in(kCount), out(kCount, -1.0f);
+    Gate gate(stream);
+    // The input is written by the stream, behind the gate: a call that ran at once would
+    // reduce zeros.
+    std::vector<float> values(kCount);
+    for (size_t i = 0; i < kCount; ++i) values[i] = static_cast<float>((r + 1) * (i % 5 + 1));
+    stream.enqueue([&] { std::memcpy(in.data(), values.data(), kCount * sizeof(float)); });
+    ASSERT_EQ(weftAllReduce(in.data(), out.data(), kCount, weftFloat, weftSum, comms[r], &stream),
+              weftSuccess)
+        << last_error(comms[r]);
+    // Returned with the stream still held at the gate: nothing has run.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(out[0], -1.0f);
+    gate.open();
+    stream.synchronize();
+    for (size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(out[i], static_cast<float>(6 * (i % 5 + 1))) << "element " << i;
+    }
+  });
+  destroy(comms);
+}
+
+TEST(Engine, CallsRunInTheOrderMadeAndAHostCallWaitsForThem) {
+  ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv piece("WEFT_STAGING_BYTES", "4096");  // several pieces a call (the least)
+  const int n = 2, calls = 12;
+  std::vector<weftComm_t> comms = init_comms(n);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  on_every_rank(n, [&](int r) {
+    device::StandInStream stream;
+    Gate gate(stream);
+    // Each call reduces, in place, what the one before left: only the order made gives
+    // 3 * 2^(calls - 1).
+    std::vector<float> x(kCount, static_cast<float>(r + 1));
+    for (int c = 0; c < calls; ++c) {
+      ASSERT_EQ(weftAllReduce(x.data(), x.data(), kCount, weftFloat, weftSum, comms[r], &stream),
+                weftSuccess)
+          << last_error(comms[r]);
+    }
+    gate.open();
+    // A call on host buffers and no stream waits for every queued call first.
+    int32_t one = 1, ranks = 0;
+    ASSERT_EQ(weftAllReduce(&one, &ranks, 1, weftInt32, weftSum, comms[r], nullptr), weftSuccess)
+        << last_error(comms[r]);
+    EXPECT_EQ(ranks, n);
+    stream.synchronize();
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(x[i], 3.0f * (1 << (calls - 1))) << i;
+  });
+  destroy(comms);
+}
+
+TEST(Engine, DestroyingACommunicatorFinishesItsQueuedCalls) {
+  ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  const int n = 2;
+  std::vector<weftComm_t> comms = init_comms(n);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  on_every_rank(n, [&](int r) {
+    device::StandInStream stream;
+    std::vector<int32_t> in(kCount, r + 1), out(kCount, 0);
+    ASSERT_EQ(weftAllReduce(in.data(), out.data(), kCount, weftInt32, weftSum, comms[r], &stream),
+              weftSuccess);
+    EXPECT_EQ(weftCommDestroy(comms[r]), weftSuccess);
+    stream.synchronize();
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[i], 3) << i;
+  });
+}
+
+TEST(Engine, AFailureAfterTheCallReturnedIsTheAsyncErrorAndTheStreamGoesOn) {
+  ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv timeout("WEFT_TIMEOUT", "1");
+  const int n = 2;
+  std::vector<weftComm_t> comms = init_comms(n);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  // Rank 1 makes no call: rank 0's, queued, runs out of time after it returned.
+  device::StandInStream stream;
+  std::vector<float> in(kCount, 1.0f), out(kCount, 0.0f);
+  ASSERT_EQ(weftAllReduce(in.data(), out.data(), kCount, weftFloat, weftSum, comms[0], &stream),
+            weftSuccess);
+  bool after = false;
+  stream.enqueue([&] { after = true; });
+  const auto start = std::chrono::steady_clock::now();
+  stream.synchronize();  // released, not held forever
+  EXPECT_TRUE(after);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  weftResult_t async = weftSuccess;
+  ASSERT_EQ(weftCommGetAsyncError(comms[0], &async), weftSuccess);
+  EXPECT_NE(async, weftSuccess);
+  // Later calls are refused with what broke the communicator.
+  EXPECT_NE(weftAllReduce(in.data(), out.data(), kCount, weftFloat, weftSum, comms[0], &stream),
+            weftSuccess);
+  EXPECT_THAT(last_error(comms[0]), HasSubstr("failed earlier"));
+  destroy(comms);
+}
+
+}  // namespace
+}  // namespace weft::testing
