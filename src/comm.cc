@@ -403,9 +403,13 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
   const bool device = on_device(args, options);
-  // On a GPU every call on device buffers is ordered on a stream (NULL: the default one);
-  // standing in, only those that name a StandInStream are.
-  if (device && (!config_.device_stand_in || options.stream != nullptr)) {
+  // Standing in, a call that names a StandInStream returns at once (src/engine.hpp). On a GPU
+  // calls still return once their results are in place: the staged copies run on the
+  // copier's own stream, and a stream wait on the caller's (Copier::hold) would order them
+  // in a way CUDA cannot see, which deadlocks where the two streams share a hardware queue
+  // (cuda.h's warning on stream memory operations; CUDA_DEVICE_MAX_CONNECTIONS=1 makes every
+  // stream share one). The copies must first move onto the caller's stream.
+  if (device && config_.device_stand_in && options.stream != nullptr) {
     return submit(args, options);
   }
   if (absl::Status s = settle(); !s.ok()) return s;

@@ -21,19 +21,23 @@ Engine::~Engine() {
 
 absl::Status Engine::submit(const CollectiveArgs& args, const CallOptions& options,
                             Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (tail_ - head_ == kMostQueued) {
-    if (deadline.expired()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          kMostQueued, " calls ordered on streams were still queued at the deadline: the "
-          "oldest has not finished (are the other ranks making their calls?)"));
+  // Held in turn: tickets are numbered in the order the calls queue, and the engine releases
+  // them in that order. Only submitters fill the ring, so room found stays room.
+  std::lock_guard<std::mutex> turn(submit_mu_);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (tail_ - head_ == kMostQueued) {
+      if (deadline.expired()) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            kMostQueued, " calls ordered on streams were still queued at the deadline: the "
+            "oldest has not finished (are the other ranks making their calls?)"));
+      }
+      changed_.wait_for(lock, std::chrono::milliseconds(10));
     }
-    changed_.wait_for(lock, std::chrono::milliseconds(10));
   }
-  // Held under the lock: tickets are numbered in the order the calls queue, and the engine
-  // releases them in that order.
   auto ticket = copier_.hold(options.stream);
   if (!ticket.ok()) return ticket.status();
+  std::lock_guard<std::mutex> lock(mu_);
   Call& call = calls_[tail_ % kMostQueued];
   call.args = args;
   call.options = options;
@@ -69,8 +73,13 @@ void Engine::serve() {
     Call& call = calls_[head_ % kMostQueued];
     lock.unlock();  // the call runs while the caller queues more
     const device::Ticket ticket = call.ticket;
-    (void)run_(call.args, call.options,
-               [&](Deadline deadline) { return copier_.wait_ready(ticket, deadline); });
+    bool waited = false;
+    (void)run_(call.args, call.options, [&](Deadline deadline) {
+      waited = true;
+      return copier_.wait_ready(ticket, deadline);
+    });
+    // A call skipped after a failure still hands its mark back (CUDA's: an event).
+    if (!waited) (void)copier_.wait_ready(ticket, Deadline::after_ns(0));
     // Failed or not, the stream goes on: a failure is the communicator's async_error.
     copier_.release(ticket.number);
     lock.lock();

@@ -1,6 +1,7 @@
-// The progress engine: a communicator's calls ordered on a caller's CUDA stream return at
-// once, as NCCL's do, and run here, on a thread of the communicator's own, in the order they
-// were made. At the call the copier holds the stream (src/device/copier.hpp: a mark where the
+// The progress engine: a communicator's calls ordered on a caller's stream return at once,
+// as NCCL's do, and run here, on a thread of the communicator's own, in the order they were
+// made. So far only for the GPU's stand-in (a device::StandInStream): on a GPU the staged
+// copies must first move onto the caller's stream (docs/ARCHITECTURE.md, "Device memory"). At the call the copier holds the stream (src/device/copier.hpp: a mark where the
 // inputs are ready, then a wait on a number); the engine waits for the mark, runs the call
 // (the staged pieces of src/staging.hpp), and releases the number, so the caller's later
 // work sees the results. A call that fails here breaks the communicator (its async_error)
@@ -55,6 +56,9 @@ class Engine {
 
   device::Copier& copier_;
   Run run_;
+  // Submitters take turns under submit_mu_: hold() may block (a CUDA stream whose queue is
+  // full), and must not do so under mu_, which the engine needs to start the next call.
+  std::mutex submit_mu_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   // A ring of calls, allocated once: [head_, tail_) are queued, head_'s may be running.

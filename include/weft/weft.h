@@ -3,13 +3,11 @@
  *
  * Every function returns a weftResult_t; weftGetLastError() gives the message of the last
  * failure, which names the rank, the peer and what to do. Buffers are host or device
- * memory. A call on device buffers is ordered on `stream` (a cudaStream_t; NULL: the default
- * stream) as NCCL's are: it returns at once, runs once the work queued on the stream before it
- * has, and the stream's later work waits for its results. Its data crosses a host path through
- * pinned buffers (the host fallback). A failure after the call returned breaks the comm:
- * weftCommGetAsyncError reports it, and the stream still goes on, past results that are then
- * not to be used. A call on host buffers waits for the comm's calls still queued on streams,
- * then runs on the calling thread. Where this process can use no GPU, a non-NULL stream is
+ * memory. Device buffers, or a non-NULL `stream` (a cudaStream_t: the call runs after the work
+ * queued on it), take the host fallback: the data crosses the host path through pinned
+ * buffers, and on a GPU the call returns once the results are in place (it does not yet
+ * return at once, as NCCL's do: weft's progress engine does so only for the stand-in streams
+ * of tests, until its copies run on the caller's stream). Where this process can use no GPU, a non-NULL stream is
  * weftInvalidArgument with the reason (no CUDA in this build, no driver, no GPU). With host
  * buffers and a NULL stream no CUDA is involved. The timeout of every
  * wait is WEFT_TIMEOUT seconds; the C API has no per-call timeout.
@@ -193,7 +191,7 @@ WEFT_API weftResult_t weftCommHealthPoll(weftComm_t comm, weftHealthChange_t* ch
 
 /** Like ncclCommGetAsyncError: callable from any thread; *asyncError is weftSuccess while the
  *  comm works, else the error that broke it (its message: weftGetLastError(comm)), including
- *  one that a call ordered on a stream met after it returned. */
+ *  one that a call met after it returned (a call queued on a stream, src/engine.hpp). */
 WEFT_API weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
 
 /** After a rank died or hung, every surviving rank calls this and gets in *newcomm a

@@ -61,11 +61,11 @@ class CudaCopier : public Copier {
  public:
   ~CudaCopier() override {
     OnDevice on(device_);
+    if (done_ != nullptr) release(issued_);  // no stream waits on a copier that is gone
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);  // no copy may still use a buffer freed below
       cudaStreamDestroy(stream_);
     }
-    if (done_ != nullptr) release(issued_);  // no stream waits on a copier that is gone
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     for (const auto& [m, e] : marks_) cudaEventDestroy(e);
     for (std::byte* b : buffers_) cudaFreeHost(b);
