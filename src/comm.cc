@@ -67,10 +67,16 @@ Comm::Comm(int rank, int size, Config config)
 
 Comm::~Comm() {
   // Calls still queued on streams finish first, as NCCL's ncclCommDestroy lets them; past
-  // the deadline they are aborted, and their streams released.
+  // the deadline they are aborted, and their streams let go on.
   if (engine_ != nullptr) {
-    if (!settle().ok()) abort();
+    if (!engine_->settle(Deadline::after_ns(timeout_ns_), /*copied_out=*/false).ok()) abort();
+    // Aborted, the calls left end at once, and their streams go on when they get there.
+    const bool copied_out =
+        engine_->settle(Deadline::after_ns(timeout_ns_), /*copied_out=*/true).ok();
     engine_.reset();
+    // A stream that has not got there yet still copies in and out of the staging buffers:
+    // they are left to it rather than freed under it.
+    if (!copied_out) (void)staging_.release();
   }
   // What the links still owe their peers leaves before they close: the tail of the last
   // call's bytes, which the peer may still be reading, and the acknowledgements of what this
@@ -393,7 +399,7 @@ bool Comm::tend_links() {
 }
 
 absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> body) {
-  if (absl::Status s = settle(); !s.ok()) return s;
+  if (absl::Status s = settle(/*copied_out=*/false); !s.ok()) return s;
   if (absl::Status s = async_error(); !s.ok()) return s;
   CallLock calls(tender_ != nullptr ? &calls_mu_ : nullptr);
   TendingScope tending(this);
@@ -403,27 +409,22 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
   const bool device = on_device(args, options);
-  // Standing in, a call that names a StandInStream returns at once (src/engine.hpp). On a GPU
-  // calls still return once their results are in place: the staged copies run on the
-  // copier's own stream, and a stream wait on the caller's (Copier::hold) would order them
-  // in a way CUDA cannot see, which deadlocks where the two streams share a hardware queue
-  // (cuda.h's warning on stream memory operations; CUDA_DEVICE_MAX_CONNECTIONS=1 makes every
-  // stream share one). The copies must first move onto the caller's stream.
-  if (device && config_.device_stand_in && options.stream != nullptr) {
+  // On a GPU every call on device buffers is ordered on a stream (NULL: the default one) and
+  // returns at once; standing in, so is one that names a StandInStream.
+  if (device && (!config_.device_stand_in || options.stream != nullptr)) {
     return submit(args, options);
   }
-  if (absl::Status s = settle(); !s.ok()) return s;
-  if (device) {
-    return run_staged(args, options, [&](Deadline deadline) {
-      return staging_->copier().wait_for_stream(options.stream, deadline);
-    });
-  }
+  // Standing in with a NULL stream: the call runs here through the staging buffers, once the
+  // calls before have copied their results out of them.
+  if (absl::Status s = settle(/*copied_out=*/device); !s.ok()) return s;
+  if (device) return run_staged(args, options);
   return run_host(args, options);
 }
 
-absl::Status Comm::settle() {
+absl::Status Comm::settle(bool copied_out) {
   if (engine_ == nullptr) return absl::OkStatus();
-  if (absl::Status s = engine_->settle(Deadline::after_ns(timeout_ns_).cancelled_by(&aborted_));
+  if (absl::Status s = engine_->settle(Deadline::after_ns(timeout_ns_).cancelled_by(&aborted_),
+                                       copied_out);
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   }
@@ -433,16 +434,27 @@ absl::Status Comm::settle() {
 absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options) {
   if (absl::Status s = open_staging(name_of(args.kind)); !s.ok()) return s;
   if (engine_ == nullptr) {
-    engine_ = std::make_unique<Engine>(
-        staging_->copier(), [this](CollectiveArgs& call, const CallOptions& call_options,
-                                   absl::FunctionRef<absl::Status(Deadline)> ready) {
-          // After a failure the links are closed: later calls only release their streams.
-          if (absl::Status s = async_error(); !s.ok()) return s;
-          absl::Status s = run_staged(call, call_options, ready);
-          if (!s.ok() && !failed_.load(std::memory_order_acquire)) fail(s);
-          return s;
-        });
+    auto queue = [this](const CollectiveArgs& call, const CallOptions& call_options,
+                        uint32_t first, uint32_t* pieces) -> absl::Status {
+      auto n = staging_->pieces(call, size_);
+      if (!n.ok()) return n.status();
+      *pieces = *n;
+      return staging_->queue_on(call_options.stream, call, rank_, size_, first);
+    };
+    auto run = [this](CollectiveArgs& call, const CallOptions& call_options, uint32_t first,
+                      const absl::Status& queued) -> absl::Status {
+      // After a failure the links are closed: later calls only let their streams go on.
+      absl::Status s = async_error();
+      if (s.ok()) {
+        s = !queued.ok() ? queued : run_queued(call, call_options, first);
+        if (!s.ok() && !failed_.load(std::memory_order_acquire)) fail(s);
+      }
+      return s;
+    };
+    engine_ = std::make_unique<Engine>(staging_->copier(), std::move(queue), std::move(run));
   }
+  // Arguments are refused here, at the call, as NCCL's are; the rest is the engine's.
+  if (auto n = staging_->pieces(args, size_); !n.ok()) return n.status();
   absl::Status s =
       engine_->submit(args, options, Deadline::after_ns(timeout_ns_).cancelled_by(&aborted_));
   if (!s.ok()) {
@@ -478,21 +490,35 @@ absl::Status Comm::open_staging(const char* what) {
   return absl::OkStatus();
 }
 
-absl::Status Comm::run_staged(CollectiveArgs& args, const CallOptions& options,
-                              absl::FunctionRef<absl::Status(Deadline)> ready) {
+absl::Status Comm::run_staged(CollectiveArgs& args, const CallOptions& options) {
   const char* what = name_of(args.kind);
   if (absl::Status s = open_staging(what); !s.ok()) return s;
+  return run_pieces(args, options, [&](auto run_host) {
+    return staging_->run(args, rank_, size_, options.stream, run_host);
+  });
+}
+
+absl::Status Comm::run_queued(CollectiveArgs& args, const CallOptions& options, uint32_t first) {
+  return run_pieces(args, options, [&](auto run_host) {
+    return staging_->run_queued(args, rank_, size_, first, run_host);
+  });
+}
+
+absl::Status Comm::run_pieces(
+    CollectiveArgs& args, const CallOptions& options,
+    absl::FunctionRef<absl::Status(absl::FunctionRef<absl::Status(CollectiveArgs&)>)> pieces) {
   args.deadline = (options.timeout > absl::ZeroDuration() ? Deadline::after(options.timeout)
                                                           : Deadline::after_ns(timeout_ns_))
                       .cancelled_by(&aborted_);
   // Every piece runs within what is left of the whole call's time, not a timeout of its own.
   CallOptions piece_options = options;
-  absl::Status s = staging_->run(args, rank_, size_, ready, [&](CollectiveArgs& piece) {
+  absl::Status s = pieces([&](CollectiveArgs& piece) {
     piece_options.timeout = std::max(args.deadline.remaining(), absl::Nanoseconds(1));
     return run_host(piece, piece_options);
   });
   if (!s.ok() && s.message().find("rank ") != 0) {
-    return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", what, ": ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", name_of(args.kind), ": ",
+                                               s.message()));
   }
   return s;
 }
@@ -647,7 +673,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::shrink(absl::Duration timeout,
                                                    std::vector<int>* dropped) {
   // Calls queued on streams end first (after a failure they only release their streams).
   if (engine_ != nullptr) {
-    (void)settle();
+    (void)settle(/*copied_out=*/false);
     engine_.reset();
   }
   // The survivors' communicator watches its own links, and serves the endpoint's port.

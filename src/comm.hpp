@@ -91,15 +91,23 @@ class Comm : public LinkProvider, public LinkTending {
   /// Pins the staging buffers at the first call on device buffers; an error where no GPU
   /// can be used (and the device is not stood in for).
   absl::Status open_staging(const char* what);
-  /// A call on device buffers, piece by piece over the host path (src/staging.hpp), once
-  /// `ready` says its inputs are.
-  absl::Status run_staged(CollectiveArgs& args, const CallOptions& options,
-                          absl::FunctionRef<absl::Status(Deadline)> ready);
-  /// A call ordered on a stream: queued for engine_, returning at once.
+  /// A call on device buffers, piece by piece over the host path (src/staging.hpp), on this
+  /// thread (standing in, with no stream).
+  absl::Status run_staged(CollectiveArgs& args, const CallOptions& options);
+  /// A call ordered on a stream: its stream's side queued, its pieces queued for engine_;
+  /// returns at once.
   absl::Status submit(const CollectiveArgs& args, const CallOptions& options);
-  /// Before a call not ordered on a stream: every call queued on engine_ finishes first, so
-  /// that every rank makes its calls in one order. An error if one failed.
-  absl::Status settle();
+  /// engine_'s side of a call submit() queued, its pieces numbered from `first`.
+  absl::Status run_queued(CollectiveArgs& args, const CallOptions& options, uint32_t first);
+  /// What run_staged and run_queued share: the call's deadline, and each piece run as a
+  /// host call within what is left of it.
+  absl::Status run_pieces(
+      CollectiveArgs& args, const CallOptions& options,
+      absl::FunctionRef<absl::Status(absl::FunctionRef<absl::Status(CollectiveArgs&)>)> pieces);
+  /// Before a call not ordered on a stream: every call queued on engine_ runs first, so that
+  /// every rank makes its calls in one order (and, with `copied_out`, their streams have
+  /// copied their results out of the staging buffers). An error if one failed.
+  absl::Status settle(bool copied_out);
   /// A call on host buffers: the algorithm's choice, then run_with.
   absl::Status run_host(CollectiveArgs& args, const CallOptions& options);
   /// run() once the algorithm is chosen; `index`: its place in all_algorithms().

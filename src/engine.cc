@@ -7,8 +7,8 @@
 
 namespace weft {
 
-Engine::Engine(device::Copier& copier, Run run)
-    : copier_(copier), run_(std::move(run)), thread_([this] { serve(); }) {}
+Engine::Engine(device::Copier& copier, Queue queue, Run run)
+    : copier_(copier), queue_(std::move(queue)), run_(std::move(run)), thread_([this] { serve(); }) {}
 
 Engine::~Engine() {
   {
@@ -21,8 +21,8 @@ Engine::~Engine() {
 
 absl::Status Engine::submit(const CollectiveArgs& args, const CallOptions& options,
                             Deadline deadline) {
-  // Held in turn: tickets are numbered in the order the calls queue, and the engine releases
-  // them in that order. Only submitters fill the ring, so room found stays room.
+  // In turn: pieces are numbered, and their stream sides queued, in the order calls come.
+  // Only submitters fill the ring, so room found stays room.
   std::lock_guard<std::mutex> turn(submit_mu_);
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -35,34 +35,41 @@ absl::Status Engine::submit(const CollectiveArgs& args, const CallOptions& optio
       changed_.wait_for(lock, std::chrono::milliseconds(10));
     }
   }
-  auto ticket = copier_.hold(options.stream);
-  if (!ticket.ok()) return ticket.status();
+  if (!broken_.ok()) return broken_;
+  const uint32_t first = next_;
+  Call call{args, options, first, 1, absl::OkStatus()};
+  call.queued = queue_(args, options, first, &call.pieces);
+  next_ += call.pieces;
+  if (!call.queued.ok()) {
+    broken_ = absl::FailedPreconditionError(absl::StrCat(
+        "an earlier call ordered on a stream could not be queued (", call.queued.message(),
+        "); destroy this communicator and create a new one"));
+  }
+  absl::Status queued = call.queued;
   std::lock_guard<std::mutex> lock(mu_);
-  Call& call = calls_[tail_ % kMostQueued];
-  call.args = args;
-  call.options = options;
-  call.ticket = *ticket;
+  calls_[tail_ % kMostQueued] = std::move(call);
   ++tail_;
+  last_ = next_ - 1;
   changed_.notify_all();
-  return absl::OkStatus();
+  return queued;
 }
 
-absl::Status Engine::settle(Deadline deadline) {
+absl::Status Engine::settle(Deadline deadline, bool copied_out) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (head_ != tail_) {
+  while (head_ != tail_ ||
+         (copied_out && !device::reached(copier_.read(device::Word::kOut), last_))) {
     if (deadline.expired()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the ", tail_ - head_, " calls ordered on streams before this one did not finish by "
-          "the deadline"));
+      return absl::DeadlineExceededError(
+          head_ != tail_
+              ? absl::StrCat("the ", tail_ - head_,
+                             " calls ordered on streams before this one did not finish by the "
+                             "deadline")
+              : std::string("the streams of the calls before this one did not copy their "
+                            "results out by the deadline"));
     }
-    changed_.wait_for(lock, std::chrono::milliseconds(10));
+    changed_.wait_for(lock, std::chrono::milliseconds(1));
   }
   return absl::OkStatus();
-}
-
-bool Engine::busy() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return head_ != tail_;
 }
 
 void Engine::serve() {
@@ -72,16 +79,10 @@ void Engine::serve() {
     if (head_ == tail_) return;  // stopped, with nothing left to run
     Call& call = calls_[head_ % kMostQueued];
     lock.unlock();  // the call runs while the caller queues more
-    const device::Ticket ticket = call.ticket;
-    bool waited = false;
-    (void)run_(call.args, call.options, [&](Deadline deadline) {
-      waited = true;
-      return copier_.wait_ready(ticket, deadline);
-    });
-    // A call skipped after a failure still hands its mark back (CUDA's: an event).
-    if (!waited) (void)copier_.wait_ready(ticket, Deadline::after_ns(0));
-    // Failed or not, the stream goes on: a failure is the communicator's async_error.
-    copier_.release(ticket.number);
+    (void)run_(call.args, call.options, call.first, call.queued);
+    // Failed or not, the stream goes on past every piece of the call: a failure is the
+    // communicator's async_error, and the results are not to be used.
+    copier_.write(device::Word::kDone, call.first + call.pieces - 1);
     lock.lock();
     ++head_;
     changed_.notify_all();

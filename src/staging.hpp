@@ -28,22 +28,48 @@ class Staging {
   static absl::StatusOr<std::unique_ptr<Staging>> create(std::unique_ptr<device::Copier> copier,
                                                          size_t piece_bytes);
 
-  /// Runs `args` (on device buffers) as pieces, each handed to `run_host` as a call on host
-  /// buffers, once `ready(deadline)` says the inputs are (the work queued on the caller's
-  /// stream before the call ran). Returns once the results are in `args.recv`.
-  absl::Status run(const CollectiveArgs& args, int rank, int size,
-                   absl::FunctionRef<absl::Status(Deadline)> ready,
+  /// Runs `args` (on device buffers, ordered after the work queued on `stream`) as pieces,
+  /// each handed to `run_host` as a call on host buffers, through the copier's own queue.
+  /// Returns once the results are in `args.recv`.
+  absl::Status run(const CollectiveArgs& args, int rank, int size, void* stream,
                    absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host);
   device::Copier& copier() { return *copier_; }
 
+  /// How many pieces (host calls) `args` takes: at least one, as a call with nothing to move
+  /// is still made by every rank. An error where a piece would hold no element.
+  absl::StatusOr<uint32_t> pieces(const CollectiveArgs& args, int size) const;
+
+  /// A call ordered on the caller's `stream` (src/engine.hpp), its pieces numbered from
+  /// `first`. On the caller's thread, queues the stream's side: it waits until the calls
+  /// before have left the buffers, and for each piece copies it in (then kIn), waits for the
+  /// engine (kDone), and copies its results out (then kOut), keeping one piece ahead so
+  /// that copies overlap the host calls. Every op goes on that stream, so the engine only
+  /// waits for work queued before a stream's wait: no order CUDA cannot see.
+  absl::Status queue_on(void* stream, const CollectiveArgs& args, int rank, int size,
+                        uint32_t first);
+  /// The engine's side of that call: for each piece, waits for kIn, runs `run_host` on it and
+  /// writes kDone. On an error it stops; the caller then writes kDone for the call's last
+  /// piece, so the stream goes on.
+  absl::Status run_queued(const CollectiveArgs& args, int rank, int size, uint32_t first,
+                          absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host);
+
  private:
+  // Where a copy is queued: the copier's own queue, or a caller's stream.
+  struct Queue {
+    bool on_stream = false;
+    void* stream = nullptr;
+  };
   Staging(std::unique_ptr<device::Copier> copier, size_t piece_bytes)
       : copier_(std::move(copier)), piece_bytes_(piece_bytes) {}
+  absl::StatusOr<size_t> per_piece(const CollectiveArgs& args, int size) const;
   absl::Status run_pieces(const CollectiveArgs& args, int rank, int size,
                           absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host);
-  absl::Status bring_in(const CollectiveArgs& args, int size, size_t first, size_t n, std::byte* to);
-  absl::Status take_out(const CollectiveArgs& args, int size, size_t first, size_t n,
+  absl::Status bring_in(Queue q, const CollectiveArgs& args, int size, size_t first, size_t n,
+                        std::byte* to);
+  absl::Status take_out(Queue q, const CollectiveArgs& args, int size, size_t first, size_t n,
                         const std::byte* from);
+  absl::Status copy(Queue q, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                    size_t width, size_t height);
 
   std::unique_ptr<device::Copier> copier_;
   size_t piece_bytes_;

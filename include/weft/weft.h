@@ -3,11 +3,13 @@
  *
  * Every function returns a weftResult_t; weftGetLastError() gives the message of the last
  * failure, which names the rank, the peer and what to do. Buffers are host or device
- * memory. Device buffers, or a non-NULL `stream` (a cudaStream_t: the call runs after the work
- * queued on it), take the host fallback: the data crosses the host path through pinned
- * buffers, and on a GPU the call returns once the results are in place (it does not yet
- * return at once, as NCCL's do: weft's progress engine does so only for the stand-in streams
- * of tests, until its copies run on the caller's stream). Where this process can use no GPU, a non-NULL stream is
+ * memory. A call on device buffers is ordered on `stream` (a cudaStream_t; NULL: the default
+ * stream) as NCCL's are: it returns at once, runs once the work queued on the stream before it
+ * has, and the stream's later work waits for its results. Its data crosses a host path through
+ * pinned buffers (the host fallback). A failure after the call returned breaks the comm:
+ * weftCommGetAsyncError reports it, and the stream still goes on, past results that are then
+ * not to be used. A call on host buffers first waits until the comm's calls queued on streams
+ * have run, then runs on the calling thread. Where this process can use no GPU, a non-NULL stream is
  * weftInvalidArgument with the reason (no CUDA in this build, no driver, no GPU). With host
  * buffers and a NULL stream no CUDA is involved. The timeout of every
  * wait is WEFT_TIMEOUT seconds; the C API has no per-call timeout.

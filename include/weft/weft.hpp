@@ -37,12 +37,13 @@ namespace weft {
 struct CallOptions {
   absl::Duration timeout = absl::ZeroDuration();
   std::string algorithm;
-  /// A cudaStream_t: the call runs after the work queued on it before the call. Buffers in
-  /// device memory (found with cudaPointerGetAttributes) or a stream take the host fallback:
-  /// the data crosses the host path through pinned buffers, piece by piece (WEFT_STAGING_BYTES),
-  /// and on a GPU the call returns once the results are in `recv` (it does not yet return at
-  /// once, as NCCL's calls do; standing in for a GPU, a device::StandInStream does: see
-  /// src/engine.hpp). Null with host buffers: the host path, no CUDA involved.
+  /// A cudaStream_t. A call on buffers in device memory (found with cudaPointerGetAttributes)
+  /// is ordered on it, as NCCL's are (null: the default stream): it returns at once, runs on
+  /// the communicator's own thread once the work queued on the stream before it has, and the
+  /// stream's later work waits for its results; a failure after it returned is async_error().
+  /// The data crosses the host path through pinned buffers, piece by piece
+  /// (WEFT_STAGING_BYTES). Null with host buffers: the host path, no CUDA involved; such a
+  /// call first waits until the calls queued on streams have run.
   void* stream = nullptr;
 };
 

@@ -1,7 +1,9 @@
 // Copies between device and host memory for the host fallback (src/staging.hpp): one queue
 // of copies that run in order off the caller's thread (on the GPU, a CUDA stream of weft's
 // own), marks in that queue the host waits for, and the host buffers the copies go through
-// (pinned for CUDA, so that the copies are the GPU's DMA and need no CPU).
+// (pinned for CUDA, so that the copies are the GPU's DMA and need no CPU). For calls ordered
+// on the caller's stream the copies go on that stream instead, between writes and waits of
+// words the engine shares with it (mapped pinned memory for CUDA).
 #pragma once
 
 #include <cstddef>
@@ -14,12 +16,17 @@
 
 namespace weft::device {
 
-/// A call's place on the caller's stream (Copier::hold): the point its inputs are ready at,
-/// and the number the stream waits for before it runs what was queued after the call.
-struct Ticket {
-  uint32_t number = 0;
-  void* ready = nullptr;  ///< the copier's mark of that point (a cudaEvent_t for CUDA's)
-};
+/// The words through which a caller's stream and a communicator's engine order a call
+/// (src/engine.hpp), each holding a piece number (compared cyclically, as CUDA's stream waits
+/// do): kIn, the last piece the stream copied in; kDone, the last the engine ran; kOut, the
+/// last the stream copied out.
+enum class Word { kIn = 0, kDone = 1, kOut = 2 };
+inline constexpr int kWords = 3;
+
+/// Whether word value `value` has reached `number`, cyclically: (int32_t)(value - number) >= 0.
+inline bool reached(uint32_t value, uint32_t number) {
+  return static_cast<int32_t>(value - number) >= 0;
+}
 
 class Copier {
  public:
@@ -43,16 +50,19 @@ class Copier {
   /// Returns once the work queued on the caller's `stream` (a cudaStream_t; null: the
   /// default stream) before this call has run: a collective's inputs are ready.
   virtual absl::Status wait_for_stream(void* stream, Deadline deadline) = 0;
-  /// For a call that returns before it ran (src/engine.hpp), on the caller's thread: marks
-  /// the point `stream` has reached (the call's inputs are ready once it passes it) and makes
-  /// the stream wait there, before anything queued on it later, until release() reaches the
-  /// ticket's number. Numbers grow by one per ticket. Thread-safe against the calls below.
-  virtual absl::StatusOr<Ticket> hold(void* stream) = 0;
-  /// Returns once the ticket's stream passed its mark; an error at the deadline.
-  virtual absl::Status wait_ready(const Ticket& ticket, Deadline deadline) = 0;
-  /// Lets every stream held by a ticket numbered up to `number` go on; numbers compare
-  /// cyclically, as CUDA's stream waits do.
-  virtual void release(uint32_t number) = 0;
+  /// For a call ordered on the caller's `stream` (a cudaStream_t; null: the default stream),
+  /// queued on that stream after the work the caller queued before (src/engine.hpp): a copy
+  /// as copy() describes; a write of `value` into `word` once everything before it on the
+  /// stream is done (its copies visible); a wait, holding the stream's later work, until
+  /// `word` reaches `value`. These run on the caller's thread.
+  virtual absl::Status copy_on(void* stream, void* dst, size_t dst_pitch, const void* src,
+                               size_t src_pitch, size_t width, size_t height) = 0;
+  virtual absl::Status signal_on(void* stream, Word word, uint32_t value) = 0;
+  virtual absl::Status wait_on(void* stream, Word word, uint32_t value) = 0;
+  /// The host's side of the words (the engine's thread): the value now, and a write that
+  /// streams waiting on the word see, after every write the host made before it.
+  virtual uint32_t read(Word word) = 0;
+  virtual void write(Word word, uint32_t value) = 0;
   /// `bytes` of host memory the copies reach directly, touched once; it lives as long as the
   /// copier.
   virtual absl::StatusOr<std::byte*> host_buffer(size_t bytes) = 0;

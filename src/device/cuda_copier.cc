@@ -61,7 +61,6 @@ class CudaCopier : public Copier {
  public:
   ~CudaCopier() override {
     OnDevice on(device_);
-    if (done_ != nullptr) release(issued_);  // no stream waits on a copier that is gone
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);  // no copy may still use a buffer freed below
       cudaStreamDestroy(stream_);
@@ -88,21 +87,7 @@ class CudaCopier : public Copier {
   absl::Status copy(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                     size_t height) override {
     OnDevice on(device_);
-    // One 2-D copy where CUDA takes the pitches (it refuses one above cudaDevAttrMaxPitch, a
-    // block of 2 GiB or more), else a copy per row.
-    if (height > 1 && dst_pitch <= max_pitch_ && src_pitch <= max_pitch_) {
-      const cudaError_t e = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height,
-                                              cudaMemcpyDefault, stream_);
-      return e == cudaSuccess ? absl::OkStatus() : cuda_error(e, "queueing a staging copy");
-    }
-    for (size_t row = 0; row < height; ++row) {
-      const cudaError_t e =
-          cudaMemcpyAsync(static_cast<std::byte*>(dst) + row * dst_pitch,
-                          static_cast<const std::byte*>(src) + row * src_pitch, width,
-                          cudaMemcpyDefault, stream_);
-      if (e != cudaSuccess) return cuda_error(e, "queueing a staging copy");
-    }
-    return absl::OkStatus();
+    return copy_in(stream_, dst, dst_pitch, src, src_pitch, width, height);
   }
 
   absl::StatusOr<uint64_t> mark() override {
@@ -144,44 +129,44 @@ class CudaCopier : public Copier {
     return s;
   }
 
-  absl::StatusOr<Ticket> hold(void* stream) override {
+  absl::Status copy_on(void* stream, void* dst, size_t dst_pitch, const void* src,
+                       size_t src_pitch, size_t width, size_t height) override {
     OnDevice on(device_);
-    if (auto s = open_holds(); !s.ok()) return s;
-    auto event = take_event();
-    if (!event.ok()) return event.status();
-    auto* caller = static_cast<cudaStream_t>(stream);
-    if (cudaError_t e = cudaEventRecord(*event, caller); e != cudaSuccess) {
-      give_event(*event);
-      return cuda_error(e, "marking the caller's stream (is it a stream of the current device?)");
-    }
-    const uint32_t number = issued_ + 1;
-    // GEQ compares cyclically: (int32_t)(*done - number) >= 0.
-    if (CUresult r = wait_value_(reinterpret_cast<CUstream>(caller), done_device_, number,
-                                 CU_STREAM_WAIT_VALUE_GEQ);
-        r != CUDA_SUCCESS) {
-      give_event(*event);  // recorded, harmlessly: the next record replaces it
-      return absl::InternalError(absl::StrCat(
-          "cuStreamWaitValue32 on the caller's stream failed (CUresult ", static_cast<int>(r),
-          "): does this GPU support stream memory operations?"));
-    }
-    issued_ = number;
-    return Ticket{number, *event};
+    return copy_in(static_cast<cudaStream_t>(stream), dst, dst_pitch, src, src_pitch, width, height);
   }
 
-  absl::Status wait_ready(const Ticket& ticket, Deadline deadline) override {
+  // The default write orders itself after everything before it on the stream, and makes
+  // those copies' bytes visible first.
+  absl::Status signal_on(void* stream, Word word, uint32_t value) override {
     OnDevice on(device_);
-    auto* event = static_cast<cudaEvent_t>(ticket.ready);
-    absl::Status s = wait_event(event, deadline, "the work queued on the caller's stream before the call");
-    give_event(event);
-    return s;
+    if (auto s = open_words(); !s.ok()) return s;
+    const CUresult r = write_value_(reinterpret_cast<CUstream>(stream), word_on_device(word),
+                                    value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS ? absl::OkStatus() : driver_error(r, "cuStreamWriteValue32");
   }
 
-  void release(uint32_t number) override {
-    if (done_ == nullptr) return;
-    // The GPU reads the word over the bus: the store must reach memory, and after every
-    // store of the call's results (the copier's own stream finished those already).
+  absl::Status wait_on(void* stream, Word word, uint32_t value) override {
+    OnDevice on(device_);
+    if (auto s = open_words(); !s.ok()) return s;
+    // GEQ compares cyclically: (int32_t)(*word - value) >= 0.
+    const CUresult r = wait_value_(reinterpret_cast<CUstream>(stream), word_on_device(word),
+                                   value, CU_STREAM_WAIT_VALUE_GEQ);
+    return r == CUDA_SUCCESS ? absl::OkStatus() : driver_error(r, "cuStreamWaitValue32");
+  }
+
+  uint32_t read(Word word) override {
+    if (words_ == nullptr) return 0;
+    const uint32_t v = *word_on_host(word);
+    std::atomic_thread_fence(std::memory_order_acquire);  // then the stream's copies' bytes
+    return v;
+  }
+
+  void write(Word word, uint32_t value) override {
+    if (words_ == nullptr) return;
+    // The stream reads the word over the bus, after every store of the host before it (the
+    // piece's results in the pinned buffer).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    *static_cast<volatile uint32_t*>(done_) = number;
+    *word_on_host(word) = value;
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 
@@ -215,33 +200,71 @@ class CudaCopier : public Copier {
     free_events_.push_back(e);
   }
 
-  // The word streams wait on (hold): mapped pinned memory the host writes and the GPU reads,
-  // and the driver's stream wait, found through the runtime so that nothing links libcuda.
-  absl::Status open_holds() {
-    if (done_ != nullptr) return absl::OkStatus();
-    void* fn = nullptr;
+  // The words (copier.hpp), each on a cache line of its own in mapped pinned memory the host
+  // and the GPU both reach, and the driver's stream memory operations, found through the
+  // runtime so that nothing links libcuda. Made at the first call ordered on a stream.
+  absl::Status open_words() {
+    std::lock_guard<std::mutex> lock(words_mu_);
+    if (words_ != nullptr) return absl::OkStatus();
+    void* wait = nullptr;
+    void* write = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000,
-                                                         cudaEnableDefault, &found);
-        e != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess || wait == nullptr ||
+        cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &write, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess || write == nullptr) {
       return absl::FailedPreconditionError(
-          "this CUDA driver offers no cuStreamWaitValue32 (stream memory operations), which "
-          "calls ordered on a stream need; update the NVIDIA driver");
+          "this CUDA driver offers no cuStreamWaitValue32/cuStreamWriteValue32 (stream memory "
+          "operations), which calls ordered on a stream need; update the NVIDIA driver");
     }
-    void* word = nullptr;
-    if (cudaError_t e = cudaHostAlloc(&word, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable);
+    void* words = nullptr;
+    if (cudaError_t e = cudaHostAlloc(&words, kWordStride * kWords,
+                                      cudaHostAllocMapped | cudaHostAllocPortable);
         e != cudaSuccess) {
-      return cuda_error(e, "pinning the word streams wait on");
+      return cuda_error(e, "pinning the words streams and the engine share");
     }
     void* on_device = nullptr;
-    if (cudaError_t e = cudaHostGetDevicePointer(&on_device, word, 0); e != cudaSuccess) {
-      cudaFreeHost(word);
-      return cuda_error(e, "mapping the word streams wait on");
+    if (cudaError_t e = cudaHostGetDevicePointer(&on_device, words, 0); e != cudaSuccess) {
+      cudaFreeHost(words);
+      return cuda_error(e, "mapping the words streams and the engine share");
     }
-    *static_cast<volatile uint32_t*>(word) = 0;
-    wait_value_ = reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(fn);
-    done_device_ = reinterpret_cast<CUdeviceptr>(on_device);
-    done_ = static_cast<uint32_t*>(word);
+    std::memset(words, 0, kWordStride * kWords);
+    wait_value_ = reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(wait);
+    write_value_ = reinterpret_cast<PFN_cuStreamWriteValue32_v11070>(write);
+    words_device_ = reinterpret_cast<CUdeviceptr>(on_device);
+    words_ = static_cast<std::byte*>(words);
+    return absl::OkStatus();
+  }
+  volatile uint32_t* word_on_host(Word w) {
+    return reinterpret_cast<volatile uint32_t*>(words_ + kWordStride * static_cast<int>(w));
+  }
+  CUdeviceptr word_on_device(Word w) const {
+    return words_device_ + kWordStride * static_cast<int>(w);
+  }
+  static absl::Status driver_error(CUresult r, const char* what) {
+    return absl::InternalError(absl::StrCat(
+        what, " on the caller's stream failed (CUresult ", static_cast<int>(r),
+        "): is it a stream of the current device, and does this GPU support stream memory "
+        "operations?"));
+  }
+  // One queued copy on `stream`: 2-D where CUDA takes the pitches (it refuses one above
+  // cudaDevAttrMaxPitch, a block of 2 GiB or more), else a copy per row.
+  absl::Status copy_in(cudaStream_t stream, void* dst, size_t dst_pitch, const void* src,
+                       size_t src_pitch, size_t width, size_t height) {
+    if (height > 1 && dst_pitch <= max_pitch_ && src_pitch <= max_pitch_) {
+      const cudaError_t e = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height,
+                                              cudaMemcpyDefault, stream);
+      return e == cudaSuccess ? absl::OkStatus() : cuda_error(e, "queueing a staging copy");
+    }
+    for (size_t row = 0; row < height; ++row) {
+      const cudaError_t e =
+          cudaMemcpyAsync(static_cast<std::byte*>(dst) + row * dst_pitch,
+                          static_cast<const std::byte*>(src) + row * src_pitch, width,
+                          cudaMemcpyDefault, stream);
+      if (e != cudaSuccess) return cuda_error(e, "queueing a staging copy");
+    }
     return absl::OkStatus();
   }
 
@@ -253,12 +276,15 @@ class CudaCopier : public Copier {
   std::mutex events_mu_;
   std::vector<cudaEvent_t> free_events_;  // under events_mu_
   std::vector<std::byte*> buffers_;
-  // hold()'s: null until the first. Never freed: a stream may still be reading it when the
-  // copier goes, and it is 4 bytes per communicator that ordered calls on a stream.
-  uint32_t* done_ = nullptr;
-  CUdeviceptr done_device_ = 0;
+  static constexpr size_t kWordStride = 64;
+  std::mutex words_mu_;  // open_words()
+  // Null until the first call ordered on a stream. Never freed: a stream may still wait on
+  // a word when the copier goes (its engine wrote every number first), and they are 192
+  // bytes per communicator.
+  std::byte* words_ = nullptr;
+  CUdeviceptr words_device_ = 0;
   PFN_cuStreamWaitValue32_v11070 wait_value_ = nullptr;
-  uint32_t issued_ = 0;  // the caller's thread alone (hold)
+  PFN_cuStreamWriteValue32_v11070 write_value_ = nullptr;
 };
 
 }  // namespace

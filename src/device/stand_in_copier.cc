@@ -4,7 +4,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -18,11 +17,6 @@ class StandInCopier : public Copier {
  public:
   StandInCopier() : thread_([this] { serve(); }) {}
   ~StandInCopier() override {
-    {
-      std::lock_guard<std::mutex> lock(holds_->mu);
-      holds_->released = holds_->issued;  // no stream waits on a copier that is gone
-    }
-    holds_->changed.notify_all();
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -65,55 +59,40 @@ class StandInCopier : public Copier {
 
   absl::Status wait_for_stream(void*, Deadline) override { return absl::OkStatus(); }
 
-  // A ticket's two pieces of work on its StandInStream: one says the stream got there, the
-  // next blocks the stream until the ticket is released. They share `holds_` with the
-  // copier, so they stay valid should the stream outlive it.
-  absl::StatusOr<Ticket> hold(void* stream) override {
-    if (stream == nullptr) {
-      return absl::InvalidArgumentError(
-          "standing in for a GPU (WEFT_DEVICE_STAND_IN), a call ordered on a stream needs a "
-          "weft::device::StandInStream");
-    }
-    uint32_t number = 0;
-    {
-      std::lock_guard<std::mutex> lock(holds_->mu);
-      number = ++holds_->issued;
-      holds_->pending.insert(number);  // until the stream gets there
-    }
-    auto holds = holds_;
-    auto* s = static_cast<StandInStream*>(stream);
-    s->enqueue([holds, number] {
-      std::lock_guard<std::mutex> lock(holds->mu);
-      holds->pending.erase(number);
-      holds->changed.notify_all();
-    });
-    s->enqueue([holds, number] {
-      std::unique_lock<std::mutex> lock(holds->mu);
-      holds->changed.wait(lock, [&] { return static_cast<int32_t>(holds->released - number) >= 0; });
-    });
-    return Ticket{number, nullptr};
-  }
-
-  absl::Status wait_ready(const Ticket& ticket, Deadline deadline) override {
-    std::unique_lock<std::mutex> lock(holds_->mu);
-    while (holds_->pending.count(ticket.number) != 0) {
-      if (deadline.expired()) {
-        return absl::DeadlineExceededError(
-            "the work queued on the caller's stream before the call did not finish by the "
-            "deadline");
-      }
-      holds_->changed.wait_for(lock, std::chrono::milliseconds(10));
-    }
+  // The stream side runs on the caller's StandInStream. The words live in `words_`, shared
+  // with the work queued there, so they stay valid should a stream outlive the copier.
+  absl::Status copy_on(void* stream, void* dst, size_t dst_pitch, const void* src,
+                       size_t src_pitch, size_t width, size_t height) override {
+    auto* s = as_stream(stream);
+    if (s == nullptr) return no_stream();
+    s->enqueue([=] { copy_rows(Copy{static_cast<std::byte*>(dst), dst_pitch,
+                                    static_cast<const std::byte*>(src), src_pitch, width, height, 0}); });
     return absl::OkStatus();
   }
 
-  void release(uint32_t number) override {
-    {
-      std::lock_guard<std::mutex> lock(holds_->mu);
-      holds_->released = number;
-    }
-    holds_->changed.notify_all();
+  absl::Status signal_on(void* stream, Word word, uint32_t value) override {
+    auto* s = as_stream(stream);
+    if (s == nullptr) return no_stream();
+    s->enqueue([words = words_, word, value] { words->set(word, value); });
+    return absl::OkStatus();
   }
+
+  absl::Status wait_on(void* stream, Word word, uint32_t value) override {
+    auto* s = as_stream(stream);
+    if (s == nullptr) return no_stream();
+    s->enqueue([words = words_, word, value] {
+      std::unique_lock<std::mutex> lock(words->mu);
+      words->changed.wait(lock, [&] { return reached(words->value[static_cast<int>(word)], value); });
+    });
+    return absl::OkStatus();
+  }
+
+  uint32_t read(Word word) override {
+    std::lock_guard<std::mutex> lock(words_->mu);
+    return words_->value[static_cast<int>(word)];
+  }
+
+  void write(Word word, uint32_t value) override { words_->set(word, value); }
 
   absl::StatusOr<std::byte*> host_buffer(size_t bytes) override {
     buffers_.emplace_back(new std::byte[bytes]);
@@ -143,20 +122,35 @@ class StandInCopier : public Copier {
         continue;
       }
       lock.unlock();  // the copy runs while the caller queues more, as on a stream
-      for (size_t row = 0; row < c.height; ++row) {
-        std::memcpy(c.dst + row * c.dst_pitch, c.src + row * c.src_pitch, c.width);
-      }
+      copy_rows(c);
       lock.lock();
     }
   }
 
-  struct Holds {
+  struct Words {
     std::mutex mu;
     std::condition_variable changed;
-    uint32_t issued = 0, released = 0;
-    std::set<uint32_t> pending;  ///< tickets whose stream has not got to them yet
+    uint32_t value[kWords] = {};
+    void set(Word word, uint32_t v) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        value[static_cast<int>(word)] = v;
+      }
+      changed.notify_all();
+    }
   };
-  std::shared_ptr<Holds> holds_ = std::make_shared<Holds>();
+  static StandInStream* as_stream(void* stream) { return static_cast<StandInStream*>(stream); }
+  static absl::Status no_stream() {
+    return absl::InvalidArgumentError(
+        "standing in for a GPU (WEFT_DEVICE_STAND_IN), a call ordered on a stream needs a "
+        "weft::device::StandInStream");
+  }
+  static void copy_rows(const Copy& c) {
+    for (size_t row = 0; row < c.height; ++row) {
+      std::memcpy(c.dst + row * c.dst_pitch, c.src + row * c.src_pitch, c.width);
+    }
+  }
+  std::shared_ptr<Words> words_ = std::make_shared<Words>();
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -93,6 +93,34 @@ TEST(Engine, CallsRunInTheOrderMadeAndAHostCallWaitsForThem) {
   destroy(comms);
 }
 
+TEST(Engine, CallsOnTwoStreamsTakeTurnsWithTheStagingBuffers) {
+  ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv piece("WEFT_STAGING_BYTES", "4096");
+  const int n = 2, calls = 8;
+  std::vector<weftComm_t> comms = init_comms(n);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  on_every_rank(n, [&](int r) {
+    device::StandInStream one, two;
+    // Calls alternate between the streams, each its own buffers: the stream of a call must
+    // wait until the call before, on the other stream, has copied its last piece out.
+    std::vector<std::vector<int32_t>> in(calls), out(calls);
+    for (int c = 0; c < calls; ++c) {
+      in[c].assign(kCount, (r + 1) * (c + 1));
+      out[c].assign(kCount, -1);
+      ASSERT_EQ(weftAllReduce(in[c].data(), out[c].data(), kCount, weftInt32, weftSum, comms[r],
+                              c % 2 == 0 ? &one : &two),
+                weftSuccess)
+          << last_error(comms[r]);
+    }
+    one.synchronize();
+    two.synchronize();
+    for (int c = 0; c < calls; ++c) {
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[c][i], 3 * (c + 1)) << c << " " << i;
+    }
+  });
+  destroy(comms);
+}
+
 TEST(Engine, DestroyingACommunicatorFinishesItsQueuedCalls) {
   ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
   const int n = 2;
