@@ -68,16 +68,7 @@ Comm::Comm(int rank, int size, Config config)
 Comm::~Comm() {
   // Calls still queued on streams finish first, as NCCL's ncclCommDestroy lets them; past
   // the deadline they are aborted, and their streams let go on.
-  if (engine_ != nullptr) {
-    if (!engine_->settle(Deadline::after_ns(timeout_ns_), /*copied_out=*/false).ok()) abort();
-    // Aborted, the calls left end at once, and their streams go on when they get there.
-    const bool copied_out =
-        engine_->settle(Deadline::after_ns(timeout_ns_), /*copied_out=*/true).ok();
-    engine_.reset();
-    // A stream that has not got there yet still copies in and out of the staging buffers:
-    // they are left to it rather than freed under it.
-    if (!copied_out) (void)staging_.release();
-  }
+  stop_engine(/*may_abort=*/true);
   // What the links still owe their peers leaves before they close: the tail of the last
   // call's bytes, which the peer may still be reading, and the acknowledgements of what this
   // rank read. A rank that finished its last call first and left at once would otherwise
@@ -192,6 +183,16 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   comm->route_ = Route(comm->topology_.peers());
   comm->route_history_.record(comm->route_, "", absl::Now());
   comm->shm_only_ = comm->topology_.every_link_over("shm");
+  // Ranks of one communicator in one process (threads as ranks, as tests have them) share a
+  // CUDA context and its hardware queues: a stream's wait for one rank's piece could hold
+  // the copy in of another rank's, which that very collective waits for. Their calls on
+  // device buffers return once done, over the copier's own stream with no stream waits.
+  // (Ranks in other processes have contexts of their own, which the GPU time-slices;
+  // tests/gpu/stream_ordered_test runs two on one GPU.)
+  const PeerInfo& mine = (*peers)[rank];
+  for (const PeerInfo& p : *peers) {
+    if (p.rank != rank && p.host_id == mine.host_id && p.pid == mine.pid) comm->gpu_shared_ = true;
+  }
   // Cores of the machine, not of this process: mpirun binds each rank to its own core, and
   // ranks bound to distinct cores are not oversubscribed. Ranks in other namespaces of this
   // machine (a virtual cluster's hosts) compete for the same cores.
@@ -409,16 +410,24 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
   const bool device = on_device(args, options);
-  // On a GPU every call on device buffers is ordered on a stream (NULL: the default one) and
-  // returns at once; standing in, so is one that names a StandInStream.
-  if (device && (!config_.device_stand_in || options.stream != nullptr)) {
-    return submit(args, options);
-  }
+  if (device && returns_at_once(args, options)) return submit(args, options);
   // Standing in with a NULL stream: the call runs here through the staging buffers, once the
   // calls before have copied their results out of them.
   if (absl::Status s = settle(/*copied_out=*/device); !s.ok()) return s;
   if (device) return run_staged(args, options);
   return run_host(args, options);
+}
+
+void Comm::stop_engine(bool may_abort) {
+  if (engine_ == nullptr) return;
+  if (!engine_->settle(Deadline::after_ns(timeout_ns_), /*copied_out=*/false).ok() && may_abort) {
+    abort();  // the calls left end at once, and their streams go on when they get there
+  }
+  const bool copied_out = engine_->settle(Deadline::after_ns(timeout_ns_), /*copied_out=*/true).ok();
+  engine_.reset();
+  // A stream that has not got there yet still copies in and out of the staging buffers:
+  // they are left to it rather than freed under it.
+  if (!copied_out) (void)staging_.release();
 }
 
 absl::Status Comm::settle(bool copied_out) {
@@ -462,6 +471,16 @@ absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options
                                                s.message()));
   }
   return s;
+}
+
+bool Comm::returns_at_once(const CollectiveArgs& args, const CallOptions& options) const {
+  // Standing in, a call that names a StandInStream: no hardware queues to share.
+  if (config_.device_stand_in) return options.stream != nullptr;
+  // On a GPU, a call on device buffers (NULL stream: the default one), unless ranks share
+  // this process's CUDA context. Host buffers with a stream wait for it and run here: a stream's copy between
+  // two host buffers would run at once, not in the stream's order.
+  return !gpu_shared_ && (device::memory_kind(args.send) == device::MemoryKind::kDevice ||
+                          device::memory_kind(args.recv) == device::MemoryKind::kDevice);
 }
 
 bool Comm::on_device(const CollectiveArgs& args, const CallOptions& options) const {
@@ -671,11 +690,8 @@ void Comm::fail(const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<Comm>> Comm::shrink(absl::Duration timeout,
                                                    std::vector<int>* dropped) {
-  // Calls queued on streams end first (after a failure they only release their streams).
-  if (engine_ != nullptr) {
-    (void)settle(/*copied_out=*/false);
-    engine_.reset();
-  }
+  // Calls queued on streams end first (after a failure they only let their streams go on).
+  stop_engine(/*may_abort=*/false);
   // The survivors' communicator watches its own links, and serves the endpoint's port.
   watch_.reset();
   if (timeout <= absl::ZeroDuration()) timeout = config_.timeout;

@@ -88,6 +88,11 @@ class Comm : public LinkProvider, public LinkTending {
   /// Whether a call moves device buffers (or is ordered on a stream, or the device is stood
   /// in for): it goes through staging_.
   bool on_device(const CollectiveArgs& args, const CallOptions& options) const;
+  /// Whether a call on_device() returns at once, ordered on its stream by engine_.
+  bool returns_at_once(const CollectiveArgs& args, const CallOptions& options) const;
+  /// Lets the calls queued on streams finish (past WEFT_TIMEOUT, aborts them if `may_abort`)
+  /// and stops engine_; staging_ is left to streams that have not copied out by then.
+  void stop_engine(bool may_abort);
   /// Pins the staging buffers at the first call on device buffers; an error where no GPU
   /// can be used (and the device is not stood in for).
   absl::Status open_staging(const char* what);
@@ -147,6 +152,7 @@ class Comm : public LinkProvider, public LinkTending {
   std::unique_ptr<transport::Transport> control_;  // shrink's own tcp listener
   Topology topology_;
   bool shm_only_ = false;  // every link is over shm (algorithm choice)
+  bool gpu_shared_ = false;  // another rank shares this process, so its CUDA context
   bool every_rank_here_ = false;  // as create() was told; a shrunk communicator inherits it
   Route route_;  // the ring and the links in use, this epoch
   RouteHistory route_history_;  // route_ for other threads (GET /route), with its changes

@@ -47,6 +47,7 @@ absl::Status Engine::submit(const CollectiveArgs& args, const CallOptions& optio
   }
   absl::Status queued = call.queued;
   std::lock_guard<std::mutex> lock(mu_);
+  broken_call_ |= !queued.ok();
   calls_[tail_ % kMostQueued] = std::move(call);
   ++tail_;
   last_ = next_ - 1;
@@ -56,6 +57,8 @@ absl::Status Engine::submit(const CollectiveArgs& args, const CallOptions& optio
 
 absl::Status Engine::settle(Deadline deadline, bool copied_out) {
   std::unique_lock<std::mutex> lock(mu_);
+  // A call whose stream side failed to queue may never copy out: nothing to wait for.
+  if (broken_call_) copied_out = false;
   while (head_ != tail_ ||
          (copied_out && !device::reached(copier_.read(device::Word::kOut), last_))) {
     if (deadline.expired()) {

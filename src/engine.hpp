@@ -77,6 +77,7 @@ class Engine {
   std::array<Call, kMostQueued> calls_;
   size_t head_ = 0, tail_ = 0;
   uint32_t last_ = 0;  // the last piece queued (under mu_)
+  bool broken_call_ = false;  // a call's stream side failed to queue (under mu_)
   bool stop_ = false;
   std::thread thread_;  // last: it starts once the rest is made
 };

@@ -1,0 +1,149 @@
+// Calls on device buffers ordered on the caller's stream (src/engine.hpp), on a real GPU,
+// with ranks as processes (ranks in one process share a CUDA context and take the
+// synchronous path instead): every rank is this program run again, so that no rank inherits
+// a CUDA context through fork. Each rank blocks its stream behind a host function, queues
+// its input and chained in-place allreduces, and checks that the calls returned while the
+// stream was still blocked, then that the results, once the stream ran, are exact.
+//
+//   stream_ordered_test [ranks]   (default 2; exit 77, "skipped", where there is no GPU)
+//
+// scripts/gpu-check runs it as it is and with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream
+// on one hardware queue).
+#include <cuda_runtime.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/device/device.hpp"
+#include "weft/weft.h"
+
+extern char** environ;
+
+namespace {
+
+constexpr int kSkipped = 77;
+constexpr size_t kCount = (1 << 20) + 3;  // floats: several pieces of WEFT_STAGING_BYTES
+constexpr int kCalls = 4;
+
+std::string hex(const weftUniqueId& id) {
+  std::string out;
+  for (char c : id.internal) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
+    out += b;
+  }
+  return out;
+}
+
+weftUniqueId unhex(const char* s) {
+  weftUniqueId id{};
+  for (size_t i = 0; i < sizeof id.internal; ++i) {
+    id.internal[i] = static_cast<char>(std::stoi(std::string(s + 2 * i, 2), nullptr, 16));
+  }
+  return id;
+}
+
+int fail(int rank, const std::string& what) {
+  std::fprintf(stderr, "stream_ordered_test: rank %d: FAIL: %s\n", rank, what.c_str());
+  return 1;
+}
+
+int run_rank(int rank, int ranks, const weftUniqueId& id) {
+  if (auto gpus = weft::device::gpus(); !gpus.ok()) {
+    std::fprintf(stderr, "stream_ordered_test: skipped: no GPU to test on: %s\n",
+                 std::string(gpus.status().message()).c_str());
+    return kSkipped;
+  }
+  cudaSetDevice(0);
+  weftComm_t comm = nullptr;
+  if (weftCommInitRank(&comm, ranks, id, rank) != weftSuccess) {
+    return fail(rank, std::string("weftCommInitRank: ") + weftGetLastError(nullptr));
+  }
+  cudaStream_t stream = nullptr;
+  float* x = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess || cudaMalloc(&x, kCount * sizeof(float)) != cudaSuccess) {
+    return fail(rank, "cudaStreamCreate or cudaMalloc failed");
+  }
+  // The gate: a host function that holds the stream until the calls have returned.
+  static std::atomic<bool> open{false};
+  cudaLaunchHostFunc(stream, [](void*) {
+    while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }, nullptr);
+  std::vector<float> mine(kCount, static_cast<float>(rank + 1));
+  cudaMemcpyAsync(x, mine.data(), kCount * sizeof(float), cudaMemcpyHostToDevice, stream);
+  for (int c = 0; c < kCalls; ++c) {
+    if (weftAllReduce(x, x, kCount, weftFloat, weftSum, comm, stream) != weftSuccess) {
+      return fail(rank, std::string("weftAllReduce: ") + weftGetLastError(comm));
+    }
+  }
+  const bool held = cudaStreamQuery(stream) == cudaErrorNotReady;
+  open.store(true);
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return fail(rank, std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
+  }
+  if (!held) return fail(rank, "the calls did not return before their stream ran them");
+  weftResult_t async = weftSuccess;
+  weftCommGetAsyncError(comm, &async);
+  if (async != weftSuccess) return fail(rank, std::string("async error: ") + weftGetLastError(comm));
+  std::vector<float> got(kCount);
+  cudaMemcpy(got.data(), x, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+  // Each call sums what the one before left: ranks(ranks + 1) / 2 * ranks^(calls - 1).
+  float want = ranks * (ranks + 1) / 2.0f;
+  for (int c = 1; c < kCalls; ++c) want *= ranks;
+  for (size_t i = 0; i < kCount; ++i) {
+    if (got[i] != want) {
+      return fail(rank, "element " + std::to_string(i) + " is " + std::to_string(got[i]) +
+                            ", not " + std::to_string(want));
+    }
+  }
+  weftCommDestroy(comm);
+  cudaFree(x);
+  cudaStreamDestroy(stream);
+  std::printf("stream_ordered_test: rank %d of %d: %d calls returned before their stream ran "
+              "them; results exact\n", rank, ranks, kCalls);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* rank = std::getenv("STREAM_ORDERED_TEST_RANK")) {
+    return run_rank(std::atoi(rank), std::atoi(std::getenv("STREAM_ORDERED_TEST_RANKS")),
+                    unhex(std::getenv("STREAM_ORDERED_TEST_ID")));
+  }
+  const int ranks = argc > 1 ? std::atoi(argv[1]) : 2;
+  setenv("WEFT_STAGING_BYTES", "1048576", 1);
+  setenv("WEFT_TIMEOUT", "60", 1);  // a rank that failed its check ends the others soon
+  weftUniqueId id;
+  if (weftGetUniqueId(&id) != weftSuccess) return fail(-1, weftGetLastError(nullptr));
+  setenv("STREAM_ORDERED_TEST_RANKS", std::to_string(ranks).c_str(), 1);
+  setenv("STREAM_ORDERED_TEST_ID", hex(id).c_str(), 1);
+  std::vector<pid_t> children;
+  for (int r = 0; r < ranks; ++r) {
+    setenv("STREAM_ORDERED_TEST_RANK", std::to_string(r).c_str(), 1);
+    pid_t pid = 0;
+    char* child_argv[] = {argv[0], nullptr};
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, child_argv, environ) != 0) {
+      return fail(r, "posix_spawn failed");
+    }
+    children.push_back(pid);
+  }
+  int failed = 0, skipped = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    failed += code != 0 && code != kSkipped;
+    skipped += code == kSkipped;
+  }
+  if (failed > 0) return 1;
+  return skipped == ranks ? kSkipped : 0;
+}
