@@ -410,6 +410,14 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
 absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
   const bool device = on_device(args, options);
+  if (device && options.stream != nullptr) {
+    // Refused at the call, with the communicator still usable.
+    if (absl::Status s = open_staging(name_of(args.kind)); !s.ok()) return s;
+    if (absl::Status s = staging_->copier().check_stream(options.stream); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(name_of(args.kind), " on rank ", rank_, ": ",
+                                                 s.message()));
+    }
+  }
   if (device && returns_at_once(args, options)) return submit(args, options);
   // Standing in with a NULL stream: the call runs here through the staging buffers, once the
   // calls before have copied their results out of them.

@@ -55,6 +55,9 @@ class Copier {
   /// as copy() describes; a write of `value` into `word` once everything before it on the
   /// stream is done (its copies visible); a wait, holding the stream's later work, until
   /// `word` reaches `value`. These run on the caller's thread.
+  /// Whether a call may be ordered on `stream`: an error while the stream is being captured
+  /// into a CUDA graph (a replay would run the stream's waits without the call's collective).
+  virtual absl::Status check_stream(void* stream) { return absl::OkStatus(); }
   virtual absl::Status copy_on(void* stream, void* dst, size_t dst_pitch, const void* src,
                                size_t src_pitch, size_t width, size_t height) = 0;
   virtual absl::Status signal_on(void* stream, Word word, uint32_t value) = 0;

@@ -129,6 +129,18 @@ class CudaCopier : public Copier {
     return s;
   }
 
+  absl::Status check_stream(void* stream) override {
+    OnDevice on(device_);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    const cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture);
+    if (e == cudaSuccess && capture == cudaStreamCaptureStatusNone) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the stream is being captured into a CUDA graph",
+        e == cudaSuccess ? "" : absl::StrCat(" (", cudaGetErrorName(e), ")"),
+        ", and weft cannot be captured yet: a replay would skip the collective. Make weft's "
+        "calls outside the captured region"));
+  }
+
   absl::Status copy_on(void* stream, void* dst, size_t dst_pitch, const void* src,
                        size_t src_pitch, size_t width, size_t height) override {
     OnDevice on(device_);

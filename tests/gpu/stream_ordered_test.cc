@@ -3,7 +3,8 @@
 // synchronous path instead): every rank is this program run again, so that no rank inherits
 // a CUDA context through fork. Each rank blocks its stream behind a host function, queues
 // its input and chained in-place allreduces, and checks that the calls returned while the
-// stream was still blocked, then that the results, once the stream ran, are exact.
+// stream was still blocked, then that the results, once the stream ran, are exact; then
+// that a call on a stream being captured into a CUDA graph is refused.
 //
 //   stream_ordered_test [ranks]   (default 2; exit 77, "skipped", where there is no GPU)
 //
@@ -103,6 +104,21 @@ int run_rank(int rank, int ranks, const weftUniqueId& id) {
       return fail(rank, "element " + std::to_string(i) + " is " + std::to_string(got[i]) +
                             ", not " + std::to_string(want));
     }
+  }
+  // A stream being captured into a CUDA graph is refused, and the communicator stays usable
+  // (every rank is refused alike, so no rank waits for another).
+  cudaStream_t captured = nullptr;
+  cudaStreamCreate(&captured);
+  cudaStreamBeginCapture(captured, cudaStreamCaptureModeThreadLocal);
+  const weftResult_t in_capture = weftAllReduce(x, x, kCount, weftFloat, weftSum, comm, captured);
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(captured, &graph);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaStreamDestroy(captured);
+  if (in_capture != weftInvalidArgument) return fail(rank, "a call in stream capture was not refused");
+  if (weftAllReduce(x, x, kCount, weftFloat, weftSum, comm, stream) != weftSuccess ||
+      cudaStreamSynchronize(stream) != cudaSuccess) {
+    return fail(rank, std::string("a call after the refused one: ") + weftGetLastError(comm));
   }
   weftCommDestroy(comm);
   cudaFree(x);
