@@ -95,7 +95,7 @@ class CudaCopier : public Copier {
     auto event = take_event();
     if (!event.ok()) return event.status();
     if (cudaError_t e = cudaEventRecord(*event, stream_); e != cudaSuccess) {
-      give_event(*event);
+      free_events_.push_back(*event);
       return cuda_error(e, "marking the staging copies");
     }
     marks_.emplace_back(++marked_, *event);
@@ -109,7 +109,7 @@ class CudaCopier : public Copier {
           !s.ok()) {
         return s;
       }
-      give_event(marks_.front().second);
+      free_events_.push_back(marks_.front().second);
       marks_.pop_front();
     }
     return absl::OkStatus();
@@ -125,7 +125,7 @@ class CudaCopier : public Copier {
     } else {
       s = wait_event(*event, deadline, "the work queued on the caller's stream before the call");
     }
-    give_event(*event);
+    free_events_.push_back(*event);
     return s;
   }
 
@@ -195,7 +195,6 @@ class CudaCopier : public Copier {
 
  private:
   absl::StatusOr<cudaEvent_t> take_event() {
-    std::lock_guard<std::mutex> lock(events_mu_);
     if (!free_events_.empty()) {
       cudaEvent_t e = free_events_.back();
       free_events_.pop_back();
@@ -206,10 +205,6 @@ class CudaCopier : public Copier {
       return cuda_error(err, "creating a CUDA event");
     }
     return e;
-  }
-  void give_event(cudaEvent_t e) {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    free_events_.push_back(e);
   }
 
   // The words (copier.hpp), each on a cache line of its own in mapped pinned memory the host
@@ -285,8 +280,7 @@ class CudaCopier : public Copier {
   cudaStream_t stream_ = nullptr;
   uint64_t marked_ = 0;
   std::deque<std::pair<uint64_t, cudaEvent_t>> marks_;  // not yet waited for, in order
-  std::mutex events_mu_;
-  std::vector<cudaEvent_t> free_events_;  // under events_mu_
+  std::vector<cudaEvent_t> free_events_;
   std::vector<std::byte*> buffers_;
   static constexpr size_t kWordStride = 64;
   std::mutex words_mu_;  // open_words()

@@ -130,23 +130,24 @@ int run_rank(int rank, int ranks, const weftUniqueId& id) {
 
 }  // namespace
 
+// `stream_ordered_test [ranks]` starts the ranks; each is `stream_ordered_test --rank R
+// RANKS ID` (ID: the unique id in hex).
 int main(int argc, char** argv) {
-  if (const char* rank = std::getenv("STREAM_ORDERED_TEST_RANK")) {
-    return run_rank(std::atoi(rank), std::atoi(std::getenv("STREAM_ORDERED_TEST_RANKS")),
-                    unhex(std::getenv("STREAM_ORDERED_TEST_ID")));
+  if (argc == 5 && std::string(argv[1]) == "--rank") {
+    return run_rank(std::atoi(argv[2]), std::atoi(argv[3]), unhex(argv[4]));
   }
   const int ranks = argc > 1 ? std::atoi(argv[1]) : 2;
   setenv("WEFT_STAGING_BYTES", "1048576", 1);
   setenv("WEFT_TIMEOUT", "60", 1);  // a rank that failed its check ends the others soon
   weftUniqueId id;
   if (weftGetUniqueId(&id) != weftSuccess) return fail(-1, weftGetLastError(nullptr));
-  setenv("STREAM_ORDERED_TEST_RANKS", std::to_string(ranks).c_str(), 1);
-  setenv("STREAM_ORDERED_TEST_ID", hex(id).c_str(), 1);
+  std::string ranks_arg = std::to_string(ranks), id_arg = hex(id);
   std::vector<pid_t> children;
   for (int r = 0; r < ranks; ++r) {
-    setenv("STREAM_ORDERED_TEST_RANK", std::to_string(r).c_str(), 1);
+    std::string rank_arg = std::to_string(r);
+    char flag[] = "--rank";
+    char* child_argv[] = {argv[0], flag, rank_arg.data(), ranks_arg.data(), id_arg.data(), nullptr};
     pid_t pid = 0;
-    char* child_argv[] = {argv[0], nullptr};
     if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, child_argv, environ) != 0) {
       return fail(r, "posix_spawn failed");
     }
