@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "src/base/deadline.hpp"
@@ -69,7 +71,26 @@ class Copier {
   /// `bytes` of host memory the copies reach directly, touched once; it lives as long as the
   /// copier.
   virtual absl::StatusOr<std::byte*> host_buffer(size_t bytes) = 0;
+
+  /// Memory that other processes of this host map by its handle (transport/cuda_ipc/): device
+  /// memory exported as a POSIX descriptor (cuda_shared.hpp), or, standing in, a memfd; peers
+  /// copy the descriptor with pidfd_getfd (shared_fd.hpp). Not cleared. It lives as long as
+  /// the copier, and in each peer that mapped it as long as the peer's copier.
+  struct Shared {
+    std::byte* data = nullptr;
+    std::string handle;  ///< printable; what open_shared() takes
+  };
+  virtual absl::StatusOr<Shared> share_memory(size_t bytes) = 0;
+  /// Maps memory another rank's copier shared (by its handle) into this process, until the
+  /// copier goes. An error where it cannot be reached from here (no peer access between the
+  /// GPUs, another user's process), which the caller answers by staging through the host.
+  virtual absl::StatusOr<std::byte*> open_shared(std::string_view handle, size_t bytes) = 0;
 };
+
+/// The engine's wait for a stream (src/engine.hpp): returns once `word` has reached `number`,
+/// polling with a backoff; at the deadline, an error that says the stream was `what`.
+absl::Status await_word(Copier& copier, Word word, uint32_t number, const Deadline& deadline,
+                        std::string_view what);
 
 /// The copier over CUDA: a stream of its own on the current device and pinned host buffers.
 /// An error where this process can use no GPU.

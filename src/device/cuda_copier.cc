@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/device/copier.hpp"
+#include "src/device/cuda_shared.hpp"
 #include "src/device/device.hpp"
 
 namespace weft::device {
@@ -68,6 +69,7 @@ class CudaCopier : public Copier {
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     for (const auto& [m, e] : marks_) cudaEventDestroy(e);
     for (std::byte* b : buffers_) cudaFreeHost(b);
+    shared_.reset();  // after the stream: no copy may still use a window
   }
 
   absl::Status open() {
@@ -193,6 +195,18 @@ class CudaCopier : public Copier {
     return buffers_.back();
   }
 
+  absl::StatusOr<Shared> share_memory(size_t bytes) override {
+    OnDevice on(device_);
+    auto shared = shared_memory().share(bytes);
+    if (!shared.ok()) return shared.status();
+    return Shared{shared->first, std::move(shared->second)};
+  }
+
+  absl::StatusOr<std::byte*> open_shared(std::string_view handle, size_t bytes) override {
+    OnDevice on(device_);
+    return shared_memory().open(handle, bytes);
+  }
+
  private:
   absl::StatusOr<cudaEvent_t> take_event() {
     if (!free_events_.empty()) {
@@ -282,6 +296,11 @@ class CudaCopier : public Copier {
   std::deque<std::pair<uint64_t, cudaEvent_t>> marks_;  // not yet waited for, in order
   std::vector<cudaEvent_t> free_events_;
   std::vector<std::byte*> buffers_;
+  std::unique_ptr<CudaShared> shared_;  // cuda_ipc's windows, ours and peers', once asked for
+  CudaShared& shared_memory() {
+    if (shared_ == nullptr) shared_ = std::make_unique<CudaShared>(device_);
+    return *shared_;
+  }
   static constexpr size_t kWordStride = 64;
   std::mutex words_mu_;  // open_words()
   // Null until the first call ordered on a stream. Never freed: a stream may still wait on

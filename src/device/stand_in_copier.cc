@@ -1,4 +1,9 @@
 // copier.hpp's stand-in: a thread that runs the queued copies in order with memcpy.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -9,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/device/copier.hpp"
+#include "src/device/shared_fd.hpp"
 
 namespace weft::device {
 namespace {
@@ -23,6 +29,8 @@ class StandInCopier : public Copier {
     }
     changed_.notify_all();
     thread_.join();
+    for (const auto& [p, bytes] : mapped_) munmap(p, bytes);
+    for (int fd : shared_fds_) close(fd);
   }
 
   absl::Status copy(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
@@ -100,6 +108,32 @@ class StandInCopier : public Copier {
     return buffers_.back().get();
   }
 
+  // A memfd, which a peer copies out of this process (shared_fd.hpp).
+  absl::StatusOr<Shared> share_memory(size_t bytes) override {
+    const int fd = memfd_create("weft-window", MFD_CLOEXEC);
+    if (fd < 0) return errno_error("memfd_create");
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      absl::Status s = errno_error("sizing shared memory (ftruncate)");
+      close(fd);
+      return s;
+    }
+    auto p = map(fd, bytes);
+    if (!p.ok()) {
+      close(fd);
+      return p.status();
+    }
+    shared_fds_.push_back(fd);
+    return Shared{*p, fd_handle(fd)};
+  }
+
+  absl::StatusOr<std::byte*> open_shared(std::string_view handle, size_t bytes) override {
+    auto mine = take_fd(handle);
+    if (!mine.ok()) return mine.status();
+    auto p = map(*mine, bytes);
+    close(*mine);
+    return p;
+  }
+
  private:
   struct Copy {
     std::byte* dst;
@@ -139,6 +173,15 @@ class StandInCopier : public Copier {
       changed.notify_all();
     }
   };
+  static absl::Status errno_error(const char* what) {
+    return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+  }
+  absl::StatusOr<std::byte*> map(int fd, size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) return errno_error("mapping shared memory");
+    mapped_.emplace_back(p, bytes);
+    return static_cast<std::byte*>(p);
+  }
   static StandInStream* as_stream(void* stream) { return static_cast<StandInStream*>(stream); }
   static absl::Status no_stream() {
     return absl::InvalidArgumentError(
@@ -158,6 +201,8 @@ class StandInCopier : public Copier {
   uint64_t marked_ = 0, passed_ = 0;
   bool stop_ = false;
   std::vector<std::unique_ptr<std::byte[]>> buffers_;
+  std::vector<std::pair<void*, size_t>> mapped_;  // shared memory, ours and peers'
+  std::vector<int> shared_fds_;                   // ours, open for peers to find
   std::thread thread_;  // last: it starts once the rest is made
 };
 

@@ -1,0 +1,83 @@
+// transport/cuda_ipc/ where there is no GPU: the stand-in copier's windows (memfds) stand in
+// for device memory. A rank's address survives the wire, a malformed one is refused, and
+// connecting maps every rank's window so that one rank's writes are the others' reads; a
+// window that cannot be mapped is an error that names its rank.
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/device/copier.hpp"
+#include "transport/cuda_ipc/context.hpp"
+
+namespace weft::transport::cuda_ipc {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CudaIpcAddress, RoundTripsAndRefusesWhatNoRankWrote) {
+  std::byte record[Address::kBytes];
+  ASSERT_TRUE((Address{"1234:7", ""}).encode(record).ok());
+  auto back = Address::decode(record);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->handle, "1234:7");
+  ASSERT_TRUE((Address{"", "no GPU"}).encode(record).ok());
+  back = Address::decode(record);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->handle, "");
+  EXPECT_EQ(back->why_not, "no GPU");
+  EXPECT_FALSE((Address{std::string(Address::kBytes, 'x'), ""}).encode(record).ok());
+  record[0] = std::byte{7};
+  EXPECT_FALSE(Address::decode(record).ok());
+  record[0] = std::byte{1}, record[1] = std::byte{0}, record[2] = std::byte{0};  // empty handle
+  EXPECT_FALSE(Address::decode(record).ok());
+}
+
+TEST(CudaIpcContext, EveryRankMapsEveryWindow) {
+  constexpr int n = 3;
+  constexpr size_t slot = 4096;
+  std::vector<std::unique_ptr<device::Copier>> copiers;
+  std::vector<std::unique_ptr<Context>> contexts;
+  std::vector<Address> addresses;
+  for (int r = 0; r < n; ++r) {
+    copiers.push_back(device::stand_in_copier());
+    contexts.push_back(std::make_unique<Context>(*copiers[r], r, n, slot));
+    ASSERT_FALSE(contexts[r]->address().handle.empty()) << contexts[r]->address().why_not;
+    addresses.push_back(contexts[r]->address());
+  }
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(contexts[r]->connect(addresses).ok());
+  // Rank r writes piece 5 (slot 1) of its own window; every rank reads it through its mapping.
+  for (int r = 0; r < n; ++r) std::memset(contexts[r]->pair(r).slot(5), 'a' + r, slot);
+  for (int reader = 0; reader < n; ++reader) {
+    for (int r = 0; r < n; ++r) {
+      const std::byte* seen = contexts[reader]->pair(r).slot(5);
+      EXPECT_EQ(seen[0], std::byte('a' + r)) << "rank " << reader << " reading rank " << r;
+      EXPECT_EQ(seen[slot - 1], std::byte('a' + r));
+      EXPECT_NE(contexts[reader]->pair(r).slot(4), seen) << "two slots";
+    }
+  }
+  // A window outlives its owner in the ranks that mapped it.
+  const std::byte* kept = contexts[0]->pair(2).slot(5);
+  contexts[2].reset();
+  copiers[2].reset();
+  EXPECT_EQ(kept[0], std::byte('c'));
+}
+
+TEST(CudaIpcContext, AWindowThatCannotBeMappedNamesItsRank) {
+  auto copier = device::stand_in_copier();
+  Context mine(*copier, 0, 3, 4096);
+  std::vector<Address> addresses = {mine.address(), Address{"999999999:3", ""},
+                                    Address{"", "rank 2 has no GPU"}};
+  absl::Status s = mine.connect(addresses);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 1"));
+  addresses[1] = mine.address();  // any window will do for rank 1
+  s = mine.connect(addresses);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 2 has no GPU"));
+}
+
+}  // namespace
+}  // namespace weft::transport::cuda_ipc
