@@ -25,6 +25,10 @@ struct CollectiveArgs {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   Deadline deadline = Deadline::never();
+  /// Only the call check runs (collectives/call_check.hpp), no data moves: once it returns
+  /// every rank has entered the call. The cuda_ipc path (src/ipc_path.hpp) orders its pieces
+  /// with it while the data moves GPU to GPU.
+  bool agree_only = false;
 
   size_t elem_bytes() const { return size_of(type); }
 };

@@ -25,6 +25,10 @@
 namespace weft::detail {
 namespace {
 
+// Engine::Plan::path: how a call ordered on a stream moves its data.
+constexpr int kStagingPath = 0;  // through pinned host buffers over the host path
+constexpr int kIpcPath = 1;      // GPU to GPU through the cuda_ipc windows
+
 // Holds `mu` for a call's life, or nothing for a null mu. The tender (tcp links only) must
 // not touch the links while a call drives them; an shm-only communicator has none, and skips
 // the lock: at 8 bytes its call takes ~0.2 us.
@@ -450,20 +454,33 @@ absl::Status Comm::settle(bool copied_out) {
 
 absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options) {
   if (absl::Status s = open_staging(name_of(args.kind)); !s.ok()) return s;
+  if (!ipc_opened_) {
+    if (absl::Status s = open_ipc(); !s.ok()) return s;
+  }
   if (engine_ == nullptr) {
     auto queue = [this](const CollectiveArgs& call, const CallOptions& call_options,
-                        uint32_t first, uint32_t* pieces) -> absl::Status {
+                        Engine::Plan& plan) -> absl::Status {
       auto n = staging_->pieces(call, size_);
       if (!n.ok()) return n.status();
-      *pieces = *n;
-      return staging_->queue_on(call_options.stream, call, rank_, size_, first);
+      plan.pieces = *n;
+      plan.path = ipc_in_use(++device_calls_queued_) ? kIpcPath : kStagingPath;
+      if (plan.path == kStagingPath) {
+        return staging_->queue_on(call_options.stream, call, rank_, size_, plan.first);
+      }
+      auto per_piece = staging_->per_piece(call, size_);
+      if (!per_piece.ok()) return per_piece.status();
+      return ipc_->queue_on(call_options.stream, call, rank_, size_, plan.first, *per_piece,
+                            plan.pieces);
     };
-    auto run = [this](CollectiveArgs& call, const CallOptions& call_options, uint32_t first,
-                      const absl::Status& queued) -> absl::Status {
+    auto run = [this](CollectiveArgs& call, const CallOptions& call_options,
+                      const Engine::Plan& plan, const absl::Status& queued) -> absl::Status {
+      device_calls_run_.fetch_add(1, std::memory_order_relaxed);  // before it may adopt a route
       // After a failure the links are closed: later calls only let their streams go on.
       absl::Status s = async_error();
       if (s.ok()) {
-        s = !queued.ok() ? queued : run_queued(call, call_options, first);
+        s = !queued.ok()                 ? queued
+            : plan.path == kStagingPath ? run_queued(call, call_options, plan.first)
+                                        : run_ipc(call, call_options, plan);
         if (!s.ok() && !failed_.load(std::memory_order_acquire)) fail(s);
       }
       return s;
@@ -479,6 +496,69 @@ absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options
                                                s.message()));
   }
   return s;
+}
+
+absl::Status Comm::run_ipc(CollectiveArgs& args, const CallOptions& options,
+                           const Engine::Plan& plan) {
+  return run_pieces(args, options, [&](auto run_host) {
+    return ipc_->run_queued(args, plan.first, plan.pieces, [&] {
+      CollectiveArgs check = args;  // the whole call's signature, every piece
+      check.agree_only = true;
+      return run_host(check);
+    });
+  });
+}
+
+absl::Status Comm::open_ipc() {
+  ipc_opened_ = true;
+  if (!config_.cuda_ipc || size_ < 2 || topology_.local_size() != size_) return absl::OkStatus();
+  using transport::cuda_ipc::Address;
+  auto context = std::make_unique<transport::cuda_ipc::Context>(staging_->copier(), rank_, size_,
+                                                                config_.staging_bytes);
+  // Host calls, made by every rank at its first call ordered on a stream.
+  std::vector<std::byte> addresses((size_ + 1) * Address::kBytes);
+  if (absl::Status s = context->address().encode(addresses.data()); !s.ok()) return s;
+  CollectiveArgs gather{.kind = CollectiveKind::kAllgather,
+                        .send = addresses.data(),
+                        .recv = addresses.data() + Address::kBytes,
+                        .count = Address::kBytes,
+                        .type = DataType::kUint8};
+  if (absl::Status s = run_host(gather, CallOptions{}); !s.ok()) return s;
+  std::vector<Address> all;
+  absl::Status mapped = absl::OkStatus();
+  for (int r = 0; r < size_ && mapped.ok(); ++r) {
+    auto a = Address::decode(gather.recv + r * Address::kBytes);
+    if (a.ok()) all.push_back(*std::move(a));
+    mapped = a.status();
+  }
+  if (mapped.ok()) mapped = context->connect(all);
+  uint8_t ok = mapped.ok() ? 1 : 0;
+  CollectiveArgs every{.kind = CollectiveKind::kAllreduce, .send = reinterpret_cast<std::byte*>(&ok),
+                       .recv = reinterpret_cast<std::byte*>(&ok), .count = 1,
+                       .type = DataType::kUint8, .op = ReduceOp::kMin};
+  if (absl::Status s = run_host(every, CallOptions{}); !s.ok()) return s;
+  if (ok == 0) {
+    // Not worth failing a job for: the host path carries the calls, more slowly.
+    if (!mapped.ok()) {
+      std::fprintf(stderr, "weft: rank %d: cuda_ipc is off, calls on streams stage through the "
+                   "host path: %s\n", rank_, std::string(mapped.message()).c_str());
+    }
+    return absl::OkStatus();
+  }
+  ipc_ = std::make_unique<IpcPath>(std::move(context), staging_->copier(), config_.device_stand_in);
+  MutexLock lock(&ipc_mu_);
+  ipc_switches_.emplace_back(0, (route_.isolated().size() == 0));
+  return absl::OkStatus();
+}
+
+bool Comm::ipc_in_use(uint32_t call) {
+  if (ipc_ == nullptr) return false;
+  MutexLock lock(&ipc_mu_);
+  // Calls come in order: a switch every later call is past makes the ones before it moot.
+  while (ipc_switches_.size() > 1 && call >= ipc_switches_[1].first) {
+    ipc_switches_.erase(ipc_switches_.begin());
+  }
+  return ipc_switches_.front().second;
 }
 
 bool Comm::returns_at_once(const CollectiveArgs& args, const CallOptions& options) const {
@@ -594,7 +674,8 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   if (isolation_ != nullptr && isolation_->pending()) {
     known.route = isolation_->proposal(monotonic_now());
   }
-  const bool moves_data = args.count > 0 || args.kind == CollectiveKind::kBarrier;
+  const bool moves_data =
+      !args.agree_only && (args.count > 0 || args.kind == CollectiveKind::kBarrier);
   const bool in_band = chosen.carries_agreement && moves_data;
   absl::Status s;
   if (in_band) {
@@ -638,6 +719,21 @@ void Comm::adopt(const RouteChange& change) {
   }
   if (line.empty()) return;
   route_history_.record(route_, line, absl::Now());
+  if (ipc_ != nullptr) {
+    // Peer access has no path around an isolated link (an NVLink storm): calls on streams
+    // stage through the host path, whose ring avoids it, from a call every rank agrees on.
+    const uint32_t from = device_calls_run_.load(std::memory_order_relaxed) + Engine::kMostQueued + 1;
+    const bool usable = (route_.isolated().size() == 0);
+    MutexLock lock(&ipc_mu_);
+    if (ipc_switches_.back().second != usable) {
+      ipc_switches_.emplace_back(from, usable);
+      if (rank_ == 0) {
+        std::fprintf(stderr, "weft: rank 0: calls ordered on streams go %s from call %u on\n",
+                     usable ? "GPU to GPU again (cuda_ipc)" : "through the host path, not cuda_ipc,",
+                     from);
+      }
+    }
+  }
   // The choices cached per kind were made for the links of the last epoch.
   for (LastChoice& last : last_choice_) last = LastChoice{};
   const int a = static_cast<int>(change.a), b = static_cast<int>(change.b);

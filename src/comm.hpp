@@ -22,6 +22,7 @@
 #include "src/route.hpp"
 #include "src/route_history.hpp"
 #include "src/engine.hpp"
+#include "src/ipc_path.hpp"
 #include "src/staging.hpp"
 #include "src/topology.hpp"
 #include "weft/weft.hpp"
@@ -104,6 +105,16 @@ class Comm : public LinkProvider, public LinkTending {
   absl::Status submit(const CollectiveArgs& args, const CallOptions& options);
   /// engine_'s side of a call submit() queued, its pieces numbered from `first`.
   absl::Status run_queued(CollectiveArgs& args, const CallOptions& options, uint32_t first);
+  /// At the first call ordered on a stream, with nothing queued: where every rank is on this
+  /// host and WEFT_CUDA_IPC is on, shares this rank's window, maps every peer's (one host
+  /// allgather of addresses) and agrees with every rank that all could (one host allreduce):
+  /// then ipc_ is made. Otherwise, or where any rank could not, calls stage.
+  absl::Status open_ipc();
+  /// engine_'s side of a call queued on ipc_.
+  absl::Status run_ipc(CollectiveArgs& args, const CallOptions& options, const Engine::Plan& plan);
+  /// Whether device call number `call` (counted from 1 on every rank alike) takes ipc_: not
+  /// once a link is isolated (src/isolation.hpp), from the call it applies to (ipc_switches_).
+  bool ipc_in_use(uint32_t call);
   /// What run_staged and run_queued share: the call's deadline, and each piece run as a
   /// host call within what is left of it.
   absl::Status run_pieces(
@@ -167,6 +178,21 @@ class Comm : public LinkProvider, public LinkTending {
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
   std::unique_ptr<Staging> staging_;  // made at the first call on device buffers
+  // The cuda_ipc path (src/ipc_path.hpp), made by open_ipc() where every rank could map every
+  // window; it uses staging_'s copier, so it goes first. The copier may free this rank's
+  // window while peers still read it: their mappings hold the memory (device/shared_fd.hpp).
+  std::unique_ptr<IpcPath> ipc_;
+  bool ipc_opened_ = false;
+  // Calls ordered on streams: queued (the caller's thread, in the engine's turn) and run (the
+  // engine's thread), counted alike on every rank.
+  uint32_t device_calls_queued_ = 0;
+  std::atomic<uint32_t> device_calls_run_{0};
+  // A route change adopted while device call d ran decides the path of calls from
+  // d + Engine::kMostQueued + 1 on: by then the caller is sure to have seen it, whereas calls
+  // up to there may be queued already, on every rank with the path chosen before. Every rank
+  // thus switches at the same call. Pairs (first call, whether ipc_ is in use), in order.
+  Mutex ipc_mu_;
+  std::vector<std::pair<uint32_t, bool>> ipc_switches_ ABSL_GUARDED_BY(ipc_mu_);
   // Runs the calls ordered on streams (made at the first); stopped first in ~Comm, before
   // anything its thread uses.
   std::unique_ptr<Engine> engine_;

@@ -37,9 +37,9 @@ absl::Status Engine::submit(const CollectiveArgs& args, const CallOptions& optio
   }
   if (!broken_.ok()) return broken_;
   const uint32_t first = next_;
-  Call call{args, options, first, 1, absl::OkStatus()};
-  call.queued = queue_(args, options, first, &call.pieces);
-  next_ += call.pieces;
+  Call call{args, options, Plan{.first = first}, absl::OkStatus()};
+  call.queued = queue_(args, options, call.plan);
+  next_ += call.plan.pieces;
   if (!call.queued.ok()) {
     broken_ = absl::FailedPreconditionError(absl::StrCat(
         "an earlier call ordered on a stream could not be queued (", call.queued.message(),
@@ -82,10 +82,10 @@ void Engine::serve() {
     if (head_ == tail_) return;  // stopped, with nothing left to run
     Call& call = calls_[head_ % kMostQueued];
     lock.unlock();  // the call runs while the caller queues more
-    (void)run_(call.args, call.options, call.first, call.queued);
+    (void)run_(call.args, call.options, call.plan, call.queued);
     // Failed or not, the stream goes on past every piece of the call: a failure is the
     // communicator's async_error, and the results are not to be used.
-    copier_.write(device::Word::kDone, call.first + call.pieces - 1);
+    copier_.write(device::Word::kDone, call.plan.first + call.plan.pieces - 1);
     lock.lock();
     ++head_;
     changed_.notify_all();

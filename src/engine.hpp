@@ -26,14 +26,22 @@ namespace weft {
 
 class Engine {
  public:
-  /// On the caller's thread: sets `pieces` (at least one) to how many pieces the call has,
-  /// numbered from `first`, then queues the stream's side of them.
+  /// How a call runs, as Queue chose: its pieces (at least one), numbered from `first`, and
+  /// the path they take (Queue's to name and Run's to follow: the staging buffers or the
+  /// cuda_ipc windows).
+  struct Plan {
+    uint32_t first = 0;
+    uint32_t pieces = 1;
+    int path = 0;
+  };
+  /// On the caller's thread: fills in the plan's pieces and path (`first` is set), then
+  /// queues the stream's side of the pieces.
   using Queue = std::function<absl::Status(const CollectiveArgs& args, const CallOptions& options,
-                                           uint32_t first, uint32_t* pieces)>;
+                                           Plan& plan)>;
   /// On the engine's thread: runs the call's pieces (Staging::run_queued), or, when
   /// `queued` is an error (its stream's side failed to queue), breaks the communicator.
   using Run = std::function<absl::Status(CollectiveArgs& args, const CallOptions& options,
-                                         uint32_t first, const absl::Status& queued)>;
+                                         const Plan& plan, const absl::Status& queued)>;
   /// Calls queued at most: a caller with more waits for the oldest to finish.
   static constexpr size_t kMostQueued = 64;
 
@@ -57,8 +65,7 @@ class Engine {
   struct Call {
     CollectiveArgs args;
     CallOptions options;
-    uint32_t first = 0;
-    uint32_t pieces = 0;
+    Plan plan;
     absl::Status queued;  ///< an error: the stream's side failed to queue
   };
   void serve();

@@ -129,14 +129,11 @@ absl::Status Staging::run_queued(const CollectiveArgs& args, int rank, int size,
   for (uint32_t k = 0; k < *count; ++k) {
     const uint32_t number = first + k;
     // Piece k is in, and (queued before it on the stream) piece k - 2 is out of out_[b].
-    Backoff backoff;
-    while (!device::reached(copier_->read(Word::kIn), number)) {
-      if (args.deadline.expired()) {
-        return deadline_error(k == 0 ? "the work queued on the caller's stream before the call"
-                                     : "the caller's stream copying a piece in",
-                              args.deadline);
-      }
-      backoff.pause();
+    if (auto s = device::await_word(*copier_, Word::kIn, number, args.deadline,
+                                    k == 0 ? "the work queued on the caller's stream before the call"
+                                           : "the caller's stream copying a piece in");
+        !s.ok()) {
+      return s;
     }
     const size_t b = number % 2;
     piece.send = in_[b], piece.recv = out_[b];

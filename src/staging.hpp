@@ -38,6 +38,8 @@ class Staging {
   /// How many pieces (host calls) `args` takes: at least one, as a call with nothing to move
   /// is still made by every rank. An error where a piece would hold no element.
   absl::StatusOr<uint32_t> pieces(const CollectiveArgs& args, int size) const;
+  /// Elements of each rank's block in one piece (the last may hold fewer).
+  absl::StatusOr<size_t> per_piece(const CollectiveArgs& args, int size) const;
 
   /// A call ordered on the caller's `stream` (src/engine.hpp), its pieces numbered from
   /// `first`. On the caller's thread, queues the stream's side: it waits until the calls
@@ -61,7 +63,6 @@ class Staging {
   };
   Staging(std::unique_ptr<device::Copier> copier, size_t piece_bytes)
       : copier_(std::move(copier)), piece_bytes_(piece_bytes) {}
-  absl::StatusOr<size_t> per_piece(const CollectiveArgs& args, int size) const;
   absl::Status run_pieces(const CollectiveArgs& args, int rank, int size,
                           absl::FunctionRef<absl::Status(CollectiveArgs&)> run_host);
   absl::Status bring_in(Queue q, const CollectiveArgs& args, int size, size_t first, size_t n,

@@ -19,7 +19,7 @@ const std::vector<const EnvVar*>& all_env_vars() {
       &env::kRank,      &env::kSize,         &env::kLocalRank,         &env::kCoordinator,
       &env::kSocketIfname, &env::kJobSecret, &env::kJobSecretFile, &env::kTransport, &env::kTimeout,           &env::kAlgorithm,
       &env::kSmallMessageBytes, &env::kShmRingBytes, &env::kShmSingleCopyBytes,
-      &env::kRelayBytes, &env::kStagingBytes, &env::kDeviceStandIn, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
+      &env::kRelayBytes, &env::kStagingBytes, &env::kDeviceStandIn, &env::kCudaIpc, &env::kHealth, &env::kHealthIntervalMs, &env::kHealthWindow,
       &env::kHealthRecover, &env::kHealthThresholds, &env::kHealthPolicy,
       &env::kHealthStallFraction, &env::kHealthLog, &env::kIsolate, &env::kRelayPaths, &env::kIsolateQuiet, &env::kHealthEndpoint, &env::kHealthEndpointAddress, &env::kNvmlLibrary,
       &env::kIbSysfsRoot, &env::kChecksum, &env::kSocketsPerRail, &env::kPathTimeoutMs, &env::kInjectPathKill,
@@ -294,6 +294,9 @@ absl::StatusOr<Config> Config::from_env(const EnvLookup& lookup) {
   auto stand_in = parse_on_off(env::kDeviceStandIn, lookup);
   if (!stand_in.ok()) return stand_in.status();
   c.device_stand_in = *stand_in;
+  auto cuda_ipc = parse_on_off(env::kCudaIpc, lookup);
+  if (!cuda_ipc.ok()) return cuda_ipc.status();
+  c.cuda_ipc = *cuda_ipc;
   if (absl::Status s = read_health_settings(lookup, c); !s.ok()) return s;
   if (absl::Status s = read_link_settings(lookup, c); !s.ok()) return s;
   return c;

@@ -92,6 +92,11 @@ inline constexpr EnvVar kDeviceStandIn{
     "on: every collective treats its buffers as device memory and stages them through host "
     "buffers, with host copies on a thread standing in for CUDA's (tests the host fallback "
     "for device buffers where there is no GPU)"};
+inline constexpr EnvVar kCudaIpc{
+    "WEFT_CUDA_IPC", "on",
+    "on: calls ordered on a stream between ranks of one host move their data GPU to GPU "
+    "through windows each rank maps of the others' (transport/cuda_ipc; standing in, host "
+    "memory); off, or where a window cannot be mapped, they stage through the host path"};
 inline constexpr EnvVar kHealth{
     "WEFT_HEALTH", "on",
     "on: a monitor thread per communicator reads every link's error counters (tcp, the "
@@ -220,6 +225,7 @@ struct Config {
   size_t relay_bytes;
   size_t staging_bytes;
   bool device_stand_in = false;
+  bool cuda_ipc = true;  ///< WEFT_CUDA_IPC
   std::string socket_ifname;
   // The health monitor (src/health/): raw policy text is parsed there.
   bool health = true;

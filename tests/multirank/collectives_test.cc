@@ -1,5 +1,9 @@
 // Every collective x type x op x in/out-of-place x size, checked exactly on every rank.
 // Run by ctest under mpirun with several rank counts and transports (tests/CMakeLists.txt).
+// With COLLECTIVES_ON_STREAM=1 (and WEFT_DEVICE_STAND_IN=on) the sweeps order each call on a
+// stand-in stream and wait for it there: they then test the path calls on streams take
+// (src/engine.hpp), the cuda_ipc windows or, with WEFT_CUDA_IPC=off, the staging buffers.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -9,6 +13,7 @@
 #include "tests/multirank/world.hpp"
 #include "tools/expected.hpp"
 #include "src/base/env.hpp"
+#include "src/device/copier.hpp"
 
 namespace weft {
 namespace {
@@ -16,6 +21,25 @@ namespace {
 using testing::g_world;
 
 constexpr size_t kMiB = size_t{1} << 20;
+
+// The sweeps' stream (COLLECTIVES_ON_STREAM), or null: calls on the host path.
+device::StandInStream* sweep_stream() {
+  static device::StandInStream* const stream =
+      std::getenv("COLLECTIVES_ON_STREAM") != nullptr ? new device::StandInStream : nullptr;
+  return stream;
+}
+template <typename Options>
+Options on_stream(Options o) {
+  o.stream = sweep_stream();
+  return o;
+}
+// A call's status, once its stream (if any) has run it: a failure after it returned is the
+// communicator's async error.
+absl::Status finished(absl::Status s) {
+  if (!s.ok() || sweep_stream() == nullptr) return s;
+  sweep_stream()->synchronize();
+  return g_world->async_error();
+}
 
 // Element counts of the sweep: 0, 1, 7, 1023, 100003 (a prime: 100-800 KiB, cache-resident
 // pushes at two ranks over shm), 1 MiB + 3 elements and 64 MiB. For allgather and
@@ -62,7 +86,7 @@ TEST(Collectives, Allreduce) {
           if (!in_place) std::memset(recv, 0xa5, count * elem);
           AllreduceOptions o;
           o.op = op;
-          absl::Status s = g_world->allreduce(send, recv, count, t, o);
+          absl::Status s = finished(g_world->allreduce(send, recv, count, t, on_stream(o)));
           ASSERT_TRUE(s.ok()) << describe("allreduce", t, op, count, in_place) << ": " << s;
           EXPECT_EQ(expected::count_wrong_reduced(recv, count, t, op, n, 0), 0u)
               << describe("allreduce", t, op, count, in_place);
@@ -89,7 +113,7 @@ TEST(Collectives, ReduceScatter) {
           if (!in_place) std::memset(recv, 0xa5, count * elem);
           ReduceScatterOptions o;
           o.op = op;
-          absl::Status s = g_world->reduce_scatter(send, recv, count, t, o);
+          absl::Status s = finished(g_world->reduce_scatter(send, recv, count, t, on_stream(o)));
           ASSERT_TRUE(s.ok()) << describe("reduce_scatter", t, op, count, in_place) << ": " << s;
           EXPECT_EQ(expected::count_wrong_reduced(recv, count, t, op, n, rank * count), 0u)
               << describe("reduce_scatter", t, op, count, in_place);
@@ -110,7 +134,8 @@ TEST(Collectives, Allgather) {
         std::byte* send = in_place ? recv + rank * count * elem : send_buffer().data();
         // Rank r contributes elements r*count.. of the pattern, so the result is one vector.
         expected::fill(send, count, t, ReduceOp::kSum, rank, rank * count);
-        absl::Status s = g_world->allgather(send, recv, count, t);
+        absl::Status s =
+            finished(g_world->allgather(send, recv, count, t, on_stream(AllgatherOptions{})));
         ASSERT_TRUE(s.ok()) << describe("allgather", t, ReduceOp::kSum, count, in_place) << ": " << s;
         size_t wrong = 0;
         for (int r = 0; r < n; ++r) {
@@ -137,7 +162,7 @@ TEST(Collectives, Broadcast) {
         if (rank == root) expected::fill(send, count, t, ReduceOp::kSum, root, 0);
         BroadcastOptions o;
         o.root = root;
-        absl::Status s = g_world->broadcast(send, recv, count, t, o);
+        absl::Status s = finished(g_world->broadcast(send, recv, count, t, on_stream(o)));
         ASSERT_TRUE(s.ok()) << describe("broadcast", t, ReduceOp::kSum, count, in_place) << ": " << s;
         EXPECT_EQ(expected::count_wrong_copied(recv, count, t, ReduceOp::kSum, root, 0), 0u)
             << describe("broadcast", t, ReduceOp::kSum, count, in_place) << " root=" << root;
@@ -321,6 +346,34 @@ TEST(Collectives, EveryReduceScatterAlgorithm) {
     }
   }
   ASSERT_TRUE(g_world->barrier().ok()) << "a refused algorithm must not fail the communicator";
+}
+
+// Calls on streams between ranks of one host go GPU to GPU through the cuda_ipc windows: the
+// host links carry only the call checks, a few dozen bytes a piece. With WEFT_CUDA_IPC=off
+// the data crosses them.
+TEST(Collectives, CallsOnStreamsTakeTheirPath) {
+  if (sweep_stream() == nullptr) GTEST_SKIP() << "calls on streams only (COLLECTIVES_ON_STREAM)";
+  auto host_bytes = [] {
+    uint64_t sent = 0;
+    for (const LinkStats& link : g_world->link_stats()) sent += link.bytes_sent;
+    return sent;
+  };
+  const size_t count = 4 * kMiB / 4;
+  std::byte* send = send_buffer().data();
+  std::byte* recv = recv_buffer().data();
+  expected::fill(send, count, DataType::kFloat32, ReduceOp::kSum, g_world->rank(), 0);
+  const uint64_t before = host_bytes();
+  ASSERT_TRUE(finished(g_world->allreduce(send, recv, count, DataType::kFloat32,
+                                          on_stream(AllreduceOptions{})))
+                  .ok());
+  const uint64_t moved = host_bytes() - before;
+  EXPECT_EQ(expected::count_wrong_reduced(recv, count, DataType::kFloat32, ReduceOp::kSum,
+                                          g_world->size(), 0), 0u);
+  if (env_value(env::kCudaIpc) == "off") {
+    EXPECT_GE(moved, count * 4 / 2) << "the data should cross the host links";
+  } else {
+    EXPECT_LT(moved, 64u << 10) << "the data should go through the cuda_ipc windows";
+  }
 }
 
 // When WEFT_TRANSPORT forces a transport, every link must really use it.

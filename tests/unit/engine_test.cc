@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -35,8 +36,18 @@ class Gate {
 
 constexpr size_t kCount = 3001;  // floats: three pieces of 4 KiB
 
-TEST(Engine, ACallReturnsBeforeItsStreamReachesIt) {
+// Each test runs over both paths of a call ordered on a stream: the staging buffers and the
+// host path (WEFT_CUDA_IPC=off), and the cuda_ipc windows (on; ranks as threads share one
+// process, and the stand-in's windows are memfds).
+class Engine : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Paths, Engine, ::testing::Values("off", "on"),
+                         [](const auto& info) {
+                           return std::string(info.param) == "on" ? "CudaIpc" : "Staging";
+                         });
+
+TEST_P(Engine, ACallReturnsBeforeItsStreamReachesIt) {
   ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv path("WEFT_CUDA_IPC", GetParam());
   const int n = 3;
   std::vector<weftComm_t> comms = init_comms(n);
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
@@ -64,8 +75,9 @@ TEST(Engine, ACallReturnsBeforeItsStreamReachesIt) {
   destroy(comms);
 }
 
-TEST(Engine, CallsRunInTheOrderMadeAndAHostCallWaitsForThem) {
+TEST_P(Engine, CallsRunInTheOrderMadeAndAHostCallWaitsForThem) {
   ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv path("WEFT_CUDA_IPC", GetParam());
   ScopedEnv piece("WEFT_STAGING_BYTES", "4096");  // several pieces a call (the least)
   const int n = 2, calls = 12;
   std::vector<weftComm_t> comms = init_comms(n);
@@ -93,8 +105,9 @@ TEST(Engine, CallsRunInTheOrderMadeAndAHostCallWaitsForThem) {
   destroy(comms);
 }
 
-TEST(Engine, CallsOnTwoStreamsTakeTurnsWithTheStagingBuffers) {
+TEST_P(Engine, CallsOnTwoStreamsTakeTurnsWithTheStagingBuffers) {
   ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv path("WEFT_CUDA_IPC", GetParam());
   ScopedEnv piece("WEFT_STAGING_BYTES", "4096");
   const int n = 2, calls = 8;
   std::vector<weftComm_t> comms = init_comms(n);
@@ -121,8 +134,9 @@ TEST(Engine, CallsOnTwoStreamsTakeTurnsWithTheStagingBuffers) {
   destroy(comms);
 }
 
-TEST(Engine, DestroyingACommunicatorFinishesItsQueuedCalls) {
+TEST_P(Engine, DestroyingACommunicatorFinishesItsQueuedCalls) {
   ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv path("WEFT_CUDA_IPC", GetParam());
   const int n = 2;
   std::vector<weftComm_t> comms = init_comms(n);
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
@@ -137,15 +151,25 @@ TEST(Engine, DestroyingACommunicatorFinishesItsQueuedCalls) {
   });
 }
 
-TEST(Engine, AFailureAfterTheCallReturnedIsTheAsyncErrorAndTheStreamGoesOn) {
+TEST_P(Engine, AFailureAfterTheCallReturnedIsTheAsyncErrorAndTheStreamGoesOn) {
   ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  ScopedEnv path("WEFT_CUDA_IPC", GetParam());
   ScopedEnv timeout("WEFT_TIMEOUT", "1");
   const int n = 2;
   std::vector<weftComm_t> comms = init_comms(n);
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
-  // Rank 1 makes no call: rank 0's, queued, runs out of time after it returned.
+  // One call every rank makes (the first sets the path up with every rank); then rank 1
+  // makes no call: rank 0's, queued, runs out of time after it returned.
   device::StandInStream stream;
   std::vector<float> in(kCount, 1.0f), out(kCount, 0.0f);
+  on_every_rank(n, [&](int r) {
+    device::StandInStream first;
+    std::vector<float> mine(kCount, 1.0f), sum(kCount, 0.0f);
+    ASSERT_EQ(weftAllReduce(mine.data(), sum.data(), kCount, weftFloat, weftSum, comms[r], &first),
+              weftSuccess);
+    first.synchronize();
+    ASSERT_EQ(sum[kCount - 1], 2.0f);
+  });
   ASSERT_EQ(weftAllReduce(in.data(), out.data(), kCount, weftFloat, weftSum, comms[0], &stream),
             weftSuccess);
   bool after = false;
