@@ -5,8 +5,10 @@
  * failure, which names the rank, the peer and what to do. Buffers are host or device
  * memory. A call on device buffers is ordered on `stream` (a cudaStream_t; NULL: the default
  * stream) as NCCL's are: it returns at once, runs once the work queued on the stream before it
- * has, and the stream's later work waits for its results. Its data crosses a host path through
- * pinned buffers (the host fallback). A failure after the call returned breaks the comm:
+ * has, and the stream's later work waits for its results. Between ranks of one host its data
+ * goes GPU to GPU (cuda_ipc, WEFT_CUDA_IPC; the first such call returns once every rank has
+ * made it, as it sets that up); otherwise it crosses a host path through pinned buffers (the
+ * host fallback). A failure after the call returned breaks the comm:
  * weftCommGetAsyncError reports it, and the stream still goes on, past results that are then
  * not to be used. A call on host buffers first waits until the comm's calls queued on streams
  * have run, then runs on the calling thread. Where this process can use no GPU, a non-NULL stream is

@@ -41,9 +41,11 @@ struct CallOptions {
   /// is ordered on it, as NCCL's are (null: the default stream): it returns at once, runs on
   /// the communicator's own thread once the work queued on the stream before it has, and the
   /// stream's later work waits for its results; a failure after it returned is async_error().
-  /// The data crosses the host path through pinned buffers, piece by piece
-  /// (WEFT_STAGING_BYTES). Null with host buffers: the host path, no CUDA involved; such a
-  /// call first waits until the calls queued on streams have run.
+  /// Between ranks of one host the data goes GPU to GPU (cuda_ipc, WEFT_CUDA_IPC); otherwise
+  /// it crosses the host path through pinned buffers, piece by piece (WEFT_STAGING_BYTES). The
+  /// first such call sets the path up with every rank, so it returns once every rank has made
+  /// it. Null with host buffers: the host path, no CUDA involved; such a call first waits
+  /// until the calls queued on streams have run.
   void* stream = nullptr;
 };
 
