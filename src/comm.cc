@@ -17,6 +17,7 @@
 #include "collectives/stream.hpp"
 #include "src/blame.hpp"
 #include "src/device/device.hpp"
+#include "src/device/shared_fd.hpp"
 #include "src/launch_env.hpp"
 #include "src/router.hpp"
 #include "src/shrink.hpp"
@@ -513,6 +514,8 @@ absl::Status Comm::open_ipc() {
   ipc_opened_ = true;
   if (!config_.cuda_ipc || size_ < 2 || topology_.local_size() != size_) return absl::OkStatus();
   using transport::cuda_ipc::Address;
+  // Until every rank has mapped every window (the allreduce below), peers take descriptors.
+  device::PeersMayTakeFds taking;
   auto context = std::make_unique<transport::cuda_ipc::Context>(staging_->copier(), rank_, size_,
                                                                 config_.staging_bytes);
   // Host calls, made by every rank at its first call ordered on a stream.

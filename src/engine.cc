@@ -82,9 +82,12 @@ void Engine::serve() {
     if (head_ == tail_) return;  // stopped, with nothing left to run
     Call& call = calls_[head_ % kMostQueued];
     lock.unlock();  // the call runs while the caller queues more
-    (void)run_(call.args, call.options, call.plan, call.queued);
+    const absl::Status s = run_(call.args, call.options, call.plan, call.queued);
     // Failed or not, the stream goes on past every piece of the call: a failure is the
-    // communicator's async_error, and the results are not to be used.
+    // communicator's async_error, and the results are not to be used. Past a failure the
+    // stream no longer writes into this rank's cuda_ipc window (kStop): peers whose call
+    // passed may still read it.
+    if (!s.ok()) copier_.write(device::Word::kStop, 1);
     copier_.write(device::Word::kDone, call.plan.first + call.plan.pieces - 1);
     lock.lock();
     ++head_;

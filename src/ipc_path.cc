@@ -60,14 +60,16 @@ absl::Status IpcPath::bring_in(void* stream, const CollectiveArgs& args, int ran
   const size_t e = args.elem_bytes();
   std::byte* slot = context_->pair(rank).slot(p);
   switch (args.kind) {
+    // Skipped once this rank failed (kStop): a peer may still read the slot.
     case CollectiveKind::kReduceScatter:  // every rank's block, in rows of len elements
-      return copier_.copy_on(stream, slot, len * e, args.send + at * e, args.count * e, len * e,
-                             static_cast<size_t>(size));
+      return copier_.copy_unless_stopped_on(stream, slot, len * e, args.send + at * e,
+                                            args.count * e, len * e, static_cast<size_t>(size));
     case CollectiveKind::kBroadcast:
       if (rank != args.root) return absl::OkStatus();
       [[fallthrough]];
     default:
-      return copy(stream, slot, args.send + at * e, len * e);
+      return copier_.copy_unless_stopped_on(stream, slot, len * e, args.send + at * e, len * e,
+                                            len * e, 1);
   }
 }
 

@@ -21,9 +21,12 @@ namespace weft::device {
 /// The words through which a caller's stream and a communicator's engine order a call
 /// (src/engine.hpp), each holding a piece number (compared cyclically, as CUDA's stream waits
 /// do): kIn, the last piece the stream copied in; kDone, the last the engine ran; kOut, the
-/// last the stream copied out.
-enum class Word { kIn = 0, kDone = 1, kOut = 2 };
-inline constexpr int kWords = 3;
+/// last the stream copied out. And kStop, nonzero once a call failed: the engine writes it
+/// before it lets the stream go on past the call, and the copies into this rank's cuda_ipc
+/// window (copy_unless_stopped_on) are skipped from then on, so that a rank that failed never
+/// overwrites a slot a peer whose call succeeded may still be reading.
+enum class Word { kIn = 0, kDone = 1, kOut = 2, kStop = 3 };
+inline constexpr int kWords = 4;
 
 /// Whether word value `value` has reached `number`, cyclically: (int32_t)(value - number) >= 0.
 inline bool reached(uint32_t value, uint32_t number) {
@@ -62,6 +65,11 @@ class Copier {
   virtual absl::Status check_stream(void* stream) { return absl::OkStatus(); }
   virtual absl::Status copy_on(void* stream, void* dst, size_t dst_pitch, const void* src,
                                size_t src_pitch, size_t width, size_t height) = 0;
+  /// As copy_on, unless kStop is nonzero when the stream gets there (a kernel that reads it
+  /// first, on a GPU).
+  virtual absl::Status copy_unless_stopped_on(void* stream, void* dst, size_t dst_pitch,
+                                              const void* src, size_t src_pitch, size_t width,
+                                              size_t height) = 0;
   virtual absl::Status signal_on(void* stream, Word word, uint32_t value) = 0;
   virtual absl::Status wait_on(void* stream, Word word, uint32_t value) = 0;
   /// The host's side of the words (the engine's thread): the value now, and a write that

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/device/copier.hpp"
+#include "src/device/copy_unless.hpp"
 #include "src/device/cuda_shared.hpp"
 #include "src/device/device.hpp"
 
@@ -147,6 +148,16 @@ class CudaCopier : public Copier {
                        size_t src_pitch, size_t width, size_t height) override {
     OnDevice on(device_);
     return copy_in(static_cast<cudaStream_t>(stream), dst, dst_pitch, src, src_pitch, width, height);
+  }
+
+  absl::Status copy_unless_stopped_on(void* stream, void* dst, size_t dst_pitch, const void* src,
+                                      size_t src_pitch, size_t width, size_t height) override {
+    OnDevice on(device_);
+    if (auto s = open_words(); !s.ok()) return s;
+    const cudaError_t e = copy_unless_on_device(
+        reinterpret_cast<const uint32_t*>(word_on_device(Word::kStop)), dst, dst_pitch, src,
+        src_pitch, width, height, static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? absl::OkStatus() : cuda_error(e, "launching a copy into cuda_ipc's window");
   }
 
   // The default write orders itself after everything before it on the stream, and makes

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -140,14 +141,22 @@ absl::StatusOr<std::pair<std::byte*, std::string>> CudaShared::share(size_t byte
     return driver_error(r, "cuMemExportToShareableHandle");
   }
   exported_.push_back(fd);
-  return std::make_pair(*p, fd_handle(fd));
+  // The size rides with the handle: a peer's GPU may round by another granularity.
+  return std::make_pair(*p, absl::StrCat(fd_handle(fd), "/", *size));
 }
 
 absl::StatusOr<std::byte*> CudaShared::open(std::string_view handle, size_t bytes) {
   if (absl::Status s = load(); !s.ok()) return s;
-  auto size = rounded(bytes);
-  if (!size.ok()) return size.status();
-  auto fd = take_fd(handle);
+  const size_t slash = handle.find('/');
+  size_t size = 0;
+  if (slash == std::string_view::npos ||
+      std::from_chars(handle.data() + slash + 1, handle.data() + handle.size(), size).ec !=
+          std::errc() ||
+      size < bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", std::string(handle), "' is not a handle of ", bytes, " bytes of device memory"));
+  }
+  auto fd = take_fd(handle.substr(0, slash));
   if (!fd.ok()) return fd.status();
   CUmemGenericAllocationHandle allocation = 0;
   const CUresult r = driver_->import_handle(
@@ -155,7 +164,7 @@ absl::StatusOr<std::byte*> CudaShared::open(std::string_view handle, size_t byte
       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   close(*fd);
   if (r != CUDA_SUCCESS) return driver_error(r, "cuMemImportFromShareableHandle");
-  return map(allocation, *size);
+  return map(allocation, size);
 }
 
 }  // namespace weft::device

@@ -1,11 +1,13 @@
 #include "src/device/shared_fd.hpp"
 
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
@@ -35,10 +37,26 @@ absl::StatusOr<int> take_fd(std::string_view handle) {
   if (mine < 0) {
     return absl::PermissionDeniedError(absl::StrCat(
         "pidfd_getfd of descriptor ", fd, " of process ", pid, ": ", std::strerror(err),
-        " (ranks of one host must run as one user, and ptrace must not be restricted: "
-        "kernel.yama.ptrace_scope 0 or 1; otherwise set WEFT_CUDA_IPC=off)"));
+        " (ranks of one host must run as one user, and may not be kept from each other by "
+        "kernel.yama.ptrace_scope 2 or 3, a seccomp profile or separate PID namespaces; "
+        "otherwise set WEFT_CUDA_IPC=off)"));
   }
   return mine;
+}
+
+namespace {
+std::mutex g_taking_mu;
+int g_taking = 0;  // PeersMayTakeFds alive in this process (ranks as threads share it)
+}  // namespace
+
+PeersMayTakeFds::PeersMayTakeFds() {
+  std::lock_guard<std::mutex> lock(g_taking_mu);
+  if (g_taking++ == 0) (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+}
+
+PeersMayTakeFds::~PeersMayTakeFds() {
+  std::lock_guard<std::mutex> lock(g_taking_mu);
+  if (--g_taking == 0) (void)prctl(PR_SET_PTRACER, 0, 0, 0, 0);
 }
 
 }  // namespace weft::device

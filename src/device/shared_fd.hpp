@@ -19,4 +19,16 @@ std::string fd_handle(int fd);
 /// error that says what to do where the kernel refuses (another user, ptrace restricted).
 absl::StatusOr<int> take_fd(std::string_view handle);
 
+/// While one lives, processes of this user may take this process's descriptors: under Yama's
+/// ptrace_scope 1 (Ubuntu's default) only an ancestor could, and ranks are siblings. Made
+/// around the exchange of windows only (PR_SET_PTRACER_ANY, then none again once the last
+/// one in this process goes); does nothing where Yama is not there.
+class PeersMayTakeFds {
+ public:
+  PeersMayTakeFds();
+  ~PeersMayTakeFds();
+  PeersMayTakeFds(const PeersMayTakeFds&) = delete;
+  PeersMayTakeFds& operator=(const PeersMayTakeFds&) = delete;
+};
+
 }  // namespace weft::device

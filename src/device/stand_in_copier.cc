@@ -78,6 +78,21 @@ class StandInCopier : public Copier {
     return absl::OkStatus();
   }
 
+  absl::Status copy_unless_stopped_on(void* stream, void* dst, size_t dst_pitch, const void* src,
+                                      size_t src_pitch, size_t width, size_t height) override {
+    auto* s = as_stream(stream);
+    if (s == nullptr) return no_stream();
+    s->enqueue([=, words = words_] {
+      {
+        std::lock_guard<std::mutex> lock(words->mu);
+        if (words->value[static_cast<int>(Word::kStop)] != 0) return;
+      }
+      copy_rows(Copy{static_cast<std::byte*>(dst), dst_pitch, static_cast<const std::byte*>(src),
+                     src_pitch, width, height, 0});
+    });
+    return absl::OkStatus();
+  }
+
   absl::Status signal_on(void* stream, Word word, uint32_t value) override {
     auto* s = as_stream(stream);
     if (s == nullptr) return no_stream();

@@ -2,6 +2,7 @@
 // for device memory. A rank's address survives the wire, a malformed one is refused, and
 // connecting maps every rank's window so that one rank's writes are the others' reads; a
 // window that cannot be mapped is an error that names its rank.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -77,6 +78,27 @@ TEST(CudaIpcContext, AWindowThatCannotBeMappedNamesItsRank) {
   s = mine.connect(addresses);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("rank 2 has no GPU"));
+}
+
+// A rank whose call failed must not write its window any more (a peer whose call passed may
+// still read it): once kStop is set, the copies into the window are skipped.
+TEST(CudaIpcContext, ACopyIntoTheWindowIsSkippedOnceStopped) {
+  auto copier = device::stand_in_copier();
+  Context mine(*copier, 0, 1, 4096);
+  ASSERT_TRUE(mine.connect({mine.address()}).ok());
+  std::byte* slot = mine.pair(0).slot(1);
+  std::vector<std::byte> rows(2 * 64, std::byte{7});
+  device::StandInStream stream;
+  ASSERT_TRUE(copier->copy_unless_stopped_on(&stream, slot, 32, rows.data(), 64, 32, 2).ok());
+  stream.synchronize();
+  EXPECT_EQ(slot[0], std::byte{7});
+  EXPECT_EQ(slot[63], std::byte{7});
+  EXPECT_EQ(slot[64], std::byte{0}) << "two rows of 32 bytes, no more";
+  copier->write(device::Word::kStop, 1);
+  std::fill(rows.begin(), rows.end(), std::byte{9});
+  ASSERT_TRUE(copier->copy_unless_stopped_on(&stream, slot, 32, rows.data(), 64, 32, 2).ok());
+  stream.synchronize();
+  EXPECT_EQ(slot[0], std::byte{7}) << "copied after the stop";
 }
 
 }  // namespace

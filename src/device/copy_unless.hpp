@@ -1,0 +1,20 @@
+// The one kernel of the device floor: a copy that first reads a stop word (copier.hpp's
+// kStop) and copies nothing when it is set. A stream memory operation cannot branch, and a
+// rank whose call failed must not write its cuda_ipc window any more (src/ipc_path.hpp).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weft::device {
+
+/// Queues on `stream` a copy of `height` rows of `width` bytes (pitches as cudaMemcpy2D's)
+/// between memory the GPU reaches, skipped if `*stop` (mapped host memory) is nonzero when it
+/// runs; 16 bytes a thread where every address and pitch allows. The launch's error, if any.
+cudaError_t copy_unless_on_device(const uint32_t* stop, void* dst, size_t dst_pitch,
+                                  const void* src, size_t src_pitch, size_t width, size_t height,
+                                  cudaStream_t stream);
+
+}  // namespace weft::device
