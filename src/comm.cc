@@ -535,6 +535,11 @@ absl::Status Comm::open_ipc() {
     mapped = a.status();
   }
   if (mapped.ok()) mapped = context->connect(all);
+  absl::StatusOr<std::byte*> scratch = absl::UnknownError("");
+  if (mapped.ok()) {
+    scratch = staging_->copier().device_buffer(config_.staging_bytes);
+    mapped = scratch.status();
+  }
   uint8_t ok = mapped.ok() ? 1 : 0;
   CollectiveArgs every{.kind = CollectiveKind::kAllreduce, .send = reinterpret_cast<std::byte*>(&ok),
                        .recv = reinterpret_cast<std::byte*>(&ok), .count = 1,
@@ -548,7 +553,8 @@ absl::Status Comm::open_ipc() {
     }
     return absl::OkStatus();
   }
-  ipc_ = std::make_unique<IpcPath>(std::move(context), staging_->copier(), config_.device_stand_in);
+  ipc_ = std::make_unique<IpcPath>(std::move(context), staging_->copier(), config_.device_stand_in,
+                                   *scratch);
   MutexLock lock(&ipc_mu_);
   ipc_switches_.emplace_back(0, (route_.isolated().size() == 0));
   return absl::OkStatus();

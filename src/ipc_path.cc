@@ -4,14 +4,15 @@
 
 #include "collectives/reduce.hpp"
 #include "collectives/reduce_device.hpp"
+#include "src/device/device.hpp"
 
 namespace weft {
 
 using device::Word;
 
 IpcPath::IpcPath(std::unique_ptr<transport::cuda_ipc::Context> context, device::Copier& copier,
-                 bool stand_in)
-    : context_(std::move(context)), copier_(copier), stand_in_(stand_in) {}
+                 bool stand_in, std::byte* scratch)
+    : context_(std::move(context)), copier_(copier), stand_in_(stand_in), scratch_(scratch) {}
 
 absl::Status IpcPath::queue_on(void* stream, const CollectiveArgs& args, int rank, int size,
                                uint32_t first, size_t per_piece, uint32_t pieces) {
@@ -57,20 +58,24 @@ absl::Status IpcPath::run_queued(const CollectiveArgs& args, uint32_t first, uin
 
 absl::Status IpcPath::bring_in(void* stream, const CollectiveArgs& args, int rank, int size,
                                size_t at, size_t len, uint32_t p) {
+  if (args.kind == CollectiveKind::kBroadcast && rank != args.root) return absl::OkStatus();
   const size_t e = args.elem_bytes();
-  std::byte* slot = context_->pair(rank).slot(p);
-  switch (args.kind) {
-    // Skipped once this rank failed (kStop): a peer may still read the slot.
-    case CollectiveKind::kReduceScatter:  // every rank's block, in rows of len elements
-      return copier_.copy_unless_stopped_on(stream, slot, len * e, args.send + at * e,
-                                            args.count * e, len * e, static_cast<size_t>(size));
-    case CollectiveKind::kBroadcast:
-      if (rank != args.root) return absl::OkStatus();
-      [[fallthrough]];
-    default:
-      return copier_.copy_unless_stopped_on(stream, slot, len * e, args.send + at * e, len * e,
-                                            len * e, 1);
+  // Reduce_scatter brings every rank's block, in rows of len elements; the others one row.
+  const size_t rows = args.kind == CollectiveKind::kReduceScatter ? static_cast<size_t>(size) : 1;
+  size_t src_pitch = args.kind == CollectiveKind::kReduceScatter ? args.count * e : len * e;
+  const std::byte* src = args.send + at * e;
+  // The copy into the slot is a kernel that skips it once this rank failed (kStop): a peer
+  // may still read the slot. A kernel cannot read pageable host memory, so an input there
+  // comes in through the scratch buffer first, with a plain copy.
+  if (!stand_in_ && device::memory_kind(src) != device::MemoryKind::kDevice) {
+    if (auto s = copier_.copy_on(stream, scratch_, len * e, src, src_pitch, len * e, rows); !s.ok()) {
+      return s;
+    }
+    src = scratch_;
+    src_pitch = len * e;
   }
+  return copier_.copy_unless_stopped_on(stream, context_->pair(rank).slot(p), len * e, src,
+                                        src_pitch, len * e, rows);
 }
 
 absl::Status IpcPath::read_out(void* stream, const CollectiveArgs& args, int rank, int size,

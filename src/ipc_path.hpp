@@ -35,9 +35,10 @@ namespace weft {
 class IpcPath {
  public:
   /// `stand_in`: the copier stands in for the GPU (WEFT_DEVICE_STAND_IN), and the reductions
-  /// run on the host, on the StandInStream.
+  /// run on the host, on the StandInStream. `scratch`: device memory of a slot's size,
+  /// through which an input in host memory comes in (below).
   IpcPath(std::unique_ptr<transport::cuda_ipc::Context> context, device::Copier& copier,
-          bool stand_in);
+          bool stand_in, std::byte* scratch);
 
   /// On the caller's thread: queues the stream's side of a call of `pieces` pieces of
   /// `per_piece` elements, numbered from `first`.
@@ -65,6 +66,7 @@ class IpcPath {
   std::unique_ptr<transport::cuda_ipc::Context> context_;
   device::Copier& copier_;
   bool stand_in_;
+  std::byte* scratch_;
 };
 
 }  // namespace weft

@@ -79,6 +79,9 @@ class Copier {
   /// `bytes` of host memory the copies reach directly, touched once; it lives as long as the
   /// copier.
   virtual absl::StatusOr<std::byte*> host_buffer(size_t bytes) = 0;
+  /// `bytes` of device memory (standing in: host memory), not cleared; it lives as long as
+  /// the copier.
+  virtual absl::StatusOr<std::byte*> device_buffer(size_t bytes) = 0;
 
   /// Memory that other processes of this host map by its handle (transport/cuda_ipc/): device
   /// memory exported as a POSIX descriptor (cuda_shared.hpp), or, standing in, a memfd; peers

@@ -12,7 +12,7 @@ namespace weft::device {
 
 /// Queues on `stream` a copy of `height` rows of `width` bytes (pitches as cudaMemcpy2D's)
 /// between memory the GPU reaches, skipped if `*stop` (mapped host memory) is nonzero when it
-/// runs; 16 bytes a thread where every address and pitch allows. The launch's error, if any.
+/// runs; as wide a unit a thread as every address and pitch allows. The launch's own error.
 cudaError_t copy_unless_on_device(const uint32_t* stop, void* dst, size_t dst_pitch,
                                   const void* src, size_t src_pitch, size_t width, size_t height,
                                   cudaStream_t stream);

@@ -71,6 +71,7 @@ class CudaCopier : public Copier {
     for (const auto& [m, e] : marks_) cudaEventDestroy(e);
     for (std::byte* b : buffers_) cudaFreeHost(b);
     shared_.reset();  // after the stream: no copy may still use a window
+    for (void* p : device_buffers_) cudaFree(p);
   }
 
   absl::Status open() {
@@ -206,6 +207,16 @@ class CudaCopier : public Copier {
     return buffers_.back();
   }
 
+  absl::StatusOr<std::byte*> device_buffer(size_t bytes) override {
+    OnDevice on(device_);
+    void* p = nullptr;
+    if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
+      return cuda_error(e, "allocating device memory for cuda_ipc");
+    }
+    device_buffers_.push_back(p);
+    return static_cast<std::byte*>(p);
+  }
+
   absl::StatusOr<Shared> share_memory(size_t bytes) override {
     OnDevice on(device_);
     auto shared = shared_memory().share(bytes);
@@ -307,6 +318,7 @@ class CudaCopier : public Copier {
   std::deque<std::pair<uint64_t, cudaEvent_t>> marks_;  // not yet waited for, in order
   std::vector<cudaEvent_t> free_events_;
   std::vector<std::byte*> buffers_;
+  std::vector<void*> device_buffers_;
   std::unique_ptr<CudaShared> shared_;  // cuda_ipc's windows, ours and peers', once asked for
   CudaShared& shared_memory() {
     if (shared_ == nullptr) shared_ = std::make_unique<CudaShared>(device_);
@@ -315,7 +327,7 @@ class CudaCopier : public Copier {
   static constexpr size_t kWordStride = 64;
   std::mutex words_mu_;  // open_words()
   // Null until the first call ordered on a stream. Never freed: a stream may still wait on
-  // a word when the copier goes (its engine wrote every number first), and they are 192
+  // a word when the copier goes (its engine wrote every number first), and they are 256
   // bytes per communicator.
   std::byte* words_ = nullptr;
   CUdeviceptr words_device_ = 0;

@@ -123,6 +123,8 @@ class StandInCopier : public Copier {
     return buffers_.back().get();
   }
 
+  absl::StatusOr<std::byte*> device_buffer(size_t bytes) override { return host_buffer(bytes); }
+
   // A memfd, which a peer copies out of this process (shared_fd.hpp).
   absl::StatusOr<Shared> share_memory(size_t bytes) override {
     const int fd = memfd_create("weft-window", MFD_CLOEXEC);

@@ -120,6 +120,19 @@ int run_rank(int rank, int ranks, const weftUniqueId& id) {
       cudaStreamSynchronize(stream) != cudaSuccess) {
     return fail(rank, std::string("a call after the refused one: ") + weftGetLastError(comm));
   }
+  // An input in pageable host memory and a result in device memory: the input comes in with
+  // a copy the GPU can make (over cuda_ipc, into a scratch buffer before the window).
+  std::vector<float> host_in(kCount, static_cast<float>(rank + 1));
+  if (weftAllReduce(host_in.data(), x, kCount, weftFloat, weftSum, comm, stream) != weftSuccess ||
+      cudaStreamSynchronize(stream) != cudaSuccess) {
+    return fail(rank, std::string("a call from host memory into device memory: ") +
+                          weftGetLastError(comm));
+  }
+  cudaMemcpy(got.data(), x, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+  if (got[0] != ranks * (ranks + 1) / 2.0f || got[kCount - 1] != got[0]) {
+    return fail(rank, "a call from host memory into device memory: wrong result " +
+                          std::to_string(got[0]));
+  }
   weftCommDestroy(comm);
   cudaFree(x);
   cudaStreamDestroy(stream);
