@@ -115,6 +115,9 @@ class Comm : public LinkProvider, public LinkTending {
   /// Whether device call number `call` (counted from 1 on every rank alike) takes ipc_: not
   /// once a link is isolated (src/isolation.hpp), from the call it applies to (ipc_switches_).
   bool ipc_in_use(uint32_t call);
+  /// After a route change: where it isolated a link, or restored the last, calls on streams
+  /// switch path from the call every rank is sure to have seen it by (ipc_switches_).
+  void switch_ipc_path();
   /// What run_staged and run_queued share: the call's deadline, and each piece run as a
   /// host call within what is left of it.
   absl::Status run_pieces(

@@ -25,7 +25,7 @@ constexpr size_t kMiB = size_t{1} << 20;
 // The sweeps' stream (COLLECTIVES_ON_STREAM), or null: calls on the host path.
 device::StandInStream* sweep_stream() {
   static device::StandInStream* const stream =
-      std::getenv("COLLECTIVES_ON_STREAM") != nullptr ? new device::StandInStream : nullptr;
+      read_env("COLLECTIVES_ON_STREAM").has_value() ? new device::StandInStream : nullptr;
   return stream;
 }
 template <typename Options>
