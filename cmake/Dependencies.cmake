@@ -42,6 +42,8 @@ if(WEFT_HAVE_CUDA)
     list(APPEND WEFT_CUDA_ARCHITECTURE_NAMES "${name}")
   endforeach()
   list(JOIN WEFT_CUDA_ARCHITECTURE_NAMES ", " WEFT_CUDA_ARCHITECTURE_NAMES)
+  # NCCL's header, for `weft bench --compare nccl`, which loads the library only when asked.
+  find_path(WEFT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
   set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
   enable_language(CUDA)
   # CMake 3.25 knows nvcc's standards up to C++17; nvcc 13 takes C++20, as the rest of weft.

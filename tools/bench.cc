@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectives/reduce.hpp"
 #include "tools/bench_report.hpp"
+#include "tools/device_mirror.hpp"
 #include "tools/host.hpp"
 #include "tools/peer.hpp"
 #include "tools/stop.hpp"
@@ -31,20 +33,47 @@ void say_failed(const BenchOptions& o, int rank, const std::string& what) {
 // than on whichever happened to be running.
 constexpr int kRounds = 5;
 
+// The buffers the calls take: host memory, or device memory mirrored in it (--memory
+// device). Inputs are written and results checked in the host buffers either way.
+struct Memory {
+  Buffers& host;
+  DeviceMirror* device;  // null: the calls take the host buffers
+
+  // Where a call reads and writes in the host buffers, and where the library is pointed.
+  std::pair<Placement, Placement> place(const Call& call, int rank) {
+    const Placement at = tools::place(call, host, rank);
+    return {at, device != nullptr ? device->on_device(at, host) : at};
+  }
+};
+
 // One cell of a row: a library and a placement.
 struct Timing {
   int cell;  // in the row: 0-1 weft out of place / in place, 2-3 the peer's
   Peer* library;
   Call call;
-  Placement at;
+  Placement host_at;  // where inputs are written and results checked
+  Placement at;       // what the library is given: host_at, or its device mirror
   double us = 0;       // total over the rounds so far, then per call
   uint64_t wrong = 0;  // wrong elements over the check calls
 };
 
+// A call's exact inputs (and a poisoned result area) where the library reads them.
+absl::Status write_inputs(const Timing& t, Memory& memory, int rank, int nranks) {
+  prepare(t.call, t.host_at, rank, nranks);
+  return memory.device != nullptr ? memory.device->upload(t.call, memory.host, nranks)
+                                  : absl::OkStatus();
+}
+
+// This rank's result of the last call, in host memory.
+absl::StatusOr<std::byte*> read_result(const Timing& t, Memory& memory, int rank, int nranks) {
+  std::byte* result = t.library->result(t.call, t.at, rank);
+  if (memory.device == nullptr) return result;
+  return memory.device->download(t.call, result, memory.host, nranks);
+}
+
 // Inputs written, then `warmup` calls.
-absl::Status warm_up(Timing& t, Communicator& comm, int warmup) {
-  prepare(t.call, t.at, comm.rank(), comm.size());
-  absl::Status s;
+absl::Status warm_up(Timing& t, Communicator& comm, Memory& memory, int warmup) {
+  absl::Status s = write_inputs(t, memory, comm.rank(), comm.size());
   for (int i = 0; i < warmup && s.ok(); ++i) s = t.library->run(t.call, t.at);
   if (s.ok()) s = t.library->finish();
   return s.ok() ? t.library->settle() : s;
@@ -63,16 +92,18 @@ absl::Status time_calls(Timing& t, Communicator& comm, int iters) {
 }
 
 // `check` calls, each on fresh inputs, counted for wrong elements into t.wrong.
-absl::Status check_calls(Timing& t, Communicator& comm, const BenchOptions& o) {
+absl::Status check_calls(Timing& t, Communicator& comm, Memory& memory, const BenchOptions& o) {
   const int rank = comm.rank(), n = comm.size();
   absl::Status s;
   for (int i = 0; i < o.check && s.ok(); ++i) {
-    prepare(t.call, t.at, rank, n);
-    s = t.library->run(t.call, t.at);
+    s = write_inputs(t, memory, rank, n);
+    if (s.ok()) s = t.library->run(t.call, t.at);
     if (s.ok()) s = t.library->finish();
     if (s.ok()) s = t.library->settle();
     if (!s.ok()) break;
-    std::byte* result = t.library->result(t.call, t.at, rank);
+    absl::StatusOr<std::byte*> read = read_result(t, memory, rank, n);
+    if (!read.ok()) return read.status();
+    std::byte* result = *read;
     const size_t elements = result_elements(t.call, n);
     if (o.self_test_corrupt && rank == n - 1 && elements > 0) {
       result[elements / 2 * size_of(t.call.type)] ^= std::byte{0x5A};
@@ -89,9 +120,10 @@ absl::Status failed(const Timing& t, const absl::Status& s) {
 }
 
 // Times a row's cells (warm-up each, then the rounds), then checks each.
-absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const BenchOptions& o) {
+absl::Status measure(std::vector<Timing>& cells, Communicator& comm, Memory& memory,
+                     const BenchOptions& o) {
   for (Timing& t : cells) {
-    if (absl::Status s = warm_up(t, comm, o.warmup); !s.ok()) return failed(t, s);
+    if (absl::Status s = warm_up(t, comm, memory, o.warmup); !s.ok()) return failed(t, s);
   }
   const int rounds = std::max(1, std::min(kRounds, o.iters));
   for (int r = 0; r < rounds; ++r) {
@@ -103,7 +135,7 @@ absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const Bench
   }
   for (Timing& t : cells) {
     t.us /= std::max(1, o.iters);
-    if (absl::Status s = check_calls(t, comm, o); !s.ok()) return failed(t, s);
+    if (absl::Status s = check_calls(t, comm, memory, o); !s.ok()) return failed(t, s);
   }
   return absl::OkStatus();
 }
@@ -114,7 +146,7 @@ absl::Status measure(std::vector<Timing>& cells, Communicator& comm, const Bench
 // call's, else the bookkeeping's (the other ranks' calls failed; they say why). *stop:
 // whether any rank was asked to stop (stop.hpp), the same on every rank, so that all stop
 // after this row.
-bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
+bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Memory& memory,
                  const BenchOptions& o, const Report& report, Row& row, bool* stop) {
   Peer* libraries[2] = {&weft, peer};
   const bool supported[2] = {true, peer != nullptr && peer->supports(row.call)};
@@ -123,12 +155,13 @@ bool measure_row(Communicator& comm, Peer& weft, Peer* peer, Buffers& buffers,
     if (!supported[i / 2]) continue;
     Call call = row.call;
     call.in_place = i % 2 == 1;
-    cells.push_back(Timing{i, libraries[i / 2], call, place(call, buffers, comm.rank())});
+    const auto [host_at, at] = memory.place(call, comm.rank());
+    cells.push_back(Timing{i, libraries[i / 2], call, host_at, at});
   }
   double slowest[4] = {0, 0, 0, 0};
   // [4]: this rank's failed calls; [5]: whether it was asked to stop.
   uint64_t wrong[6] = {0, 0, 0, 0, 0, 0};
-  const absl::Status measured = measure(cells, comm, o);
+  const absl::Status measured = measure(cells, comm, memory, o);
   if (!measured.ok()) wrong[4] = 1;
   if (stop_requested()) wrong[5] = 1;
   for (const Timing& t : cells) {
@@ -184,8 +217,9 @@ struct Totals {
   }
 };
 
-void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, double create_ms,
-                  double memcpy, double single_copy, bool raised) {
+void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer,
+                  const DeviceMirror* device, double create_ms, double memcpy, double single_copy,
+                  bool raised) {
   std::printf("# weft %s:", o.command);
   for (CollectiveKind k : o.collectives) std::printf(" %s", name_of(k));
   std::printf(" on %d ranks (%d on this host), weft %s, reduction kernels %s\n", comm.size(),
@@ -196,6 +230,10 @@ void print_header(const BenchOptions& o, Communicator& comm, const Peer* peer, d
               o.factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check, o.root,
               peer ? peer->name() : "none");
   std::printf("# communicator created in %.1f ms (slowest rank)\n", create_ms);
+  if (device != nullptr) {
+    std::printf("# buffers: %s (rank 0); times end when the stream is done\n",
+                device->describe().c_str());
+  }
   std::printf("# memcpy, one core on rank 0: %.2f GB/s (64 MiB buffers, best of 5)\n", memcpy);
   std::printf("# process_vm_readv (the shm single copy), one core on rank 0: %.2f GB/s "
               "(64 MiB in 256 KiB calls, best of 5)\n", single_copy);
@@ -245,27 +283,8 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   const bool lead = rank == 0;
   BenchOutcome out;
 
-  // Settings every rank judges alike: only rank 0 reports them.
-  std::unique_ptr<Peer> weft = make_weft_peer(comm);
-  std::unique_ptr<Peer> peer;
-  absl::Status common;
   if (o.root < 0 || o.root >= n) {
-    common = absl::InvalidArgumentError(
-        absl::StrFormat("-r %d is not a rank of this %d-rank job", o.root, n));
-  } else if (o.compare_mpi) {
-    auto made = make_mpi_peer(job.mpi);
-    if (made.ok()) peer = std::move(*made); else common = made.status();
-  } else if (o.compare_health_off) {
-    auto made = make_health_switched_peers(comm);
-    if (made.ok()) {
-      weft = std::move(made->on);
-      peer = std::move(made->off);
-    } else {
-      common = made.status();
-    }
-  }
-  if (!common.ok()) {
-    if (lead) std::fprintf(stderr, "weft %s: %s\n", o.command, std::string(common.message()).c_str());
+    if (lead) std::fprintf(stderr, "weft %s: -r %d is not a rank of this %d-rank job\n", o.command, o.root, n);
     out.failed = true;
     return out;
   }
@@ -284,6 +303,11 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
     }
   }
   absl::StatusOr<Buffers> buffers = Buffers::allocate(buffer_bytes);
+  std::unique_ptr<DeviceMirror> mirror;
+  if (buffers.ok() && o.device_memory) {
+    auto opened = DeviceMirror::open(buffers->bytes(), comm.local_rank());
+    if (opened.ok()) mirror = std::move(*opened); else buffers = opened.status();
+  }
   FILE* json = nullptr;
   if (buffers.ok() && lead && !o.json_path.empty()) {
     json = std::fopen(o.json_path.c_str(), "w");
@@ -297,6 +321,37 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
     out.failed = true;
     return out;
   }
+
+  // The libraries. Every rank judges alike (NCCL's setup makes sure of it): only rank 0
+  // reports why one cannot run.
+  std::unique_ptr<Peer> weft = make_weft_peer(comm, mirror.get());
+  std::unique_ptr<Peer> peer;
+  absl::Status common;
+  using Compare = BenchOptions::Compare;
+  if (o.compare == Compare::kMpi) {
+    auto made = make_mpi_peer(job.mpi);
+    if (made.ok()) peer = std::move(*made); else common = made.status();
+  } else if (o.compare == Compare::kNccl) {
+    auto made = make_nccl_peer(comm, *mirror);
+    if (made.ok()) peer = std::move(*made);
+    else common = absl::Status(made.status().code(), absl::StrCat("--compare nccl: ", made.status().message()));
+  } else if (o.compare == Compare::kHealthOff) {
+    auto made = make_health_switched_peers(comm, mirror.get());
+    if (made.ok()) {
+      weft = std::move(made->on);
+      peer = std::move(made->off);
+    } else {
+      common = made.status();
+    }
+  }
+  if (!common.ok()) {
+    if (lead) {
+      std::fprintf(stderr, "weft %s: %s\n", o.command, std::string(common.message()).c_str());
+    }
+    out.failed = true;
+    return out;
+  }
+  Memory memory{*buffers, mirror.get()};
 
   const absl::StatusOr<double> create_ms =
       max_over_ranks(comm, absl::ToDoubleMilliseconds(job.create_time));
@@ -312,7 +367,7 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   }
   const Report report(n, peer ? peer->name() : nullptr, json, lead && stdout_is_terminal(job.mpi));
   if (lead) {
-    print_header(o, comm, peer.get(), *create_ms, memcpy, single_copy, raised);
+    print_header(o, comm, peer.get(), mirror.get(), *create_ms, memcpy, single_copy, raised);
     report.print_columns();
   }
 
@@ -331,7 +386,7 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
             row.call = Call{kind, type, op, o.root, count, false};
             row.bytes = bytes_of(row.call, n);
             if (lead) report.progress(++row_index, total_rows, row.call, row.bytes);
-            if (!measure_row(comm, *weft, peer.get(), *buffers, o, report, row, stop)) return false;
+            if (!measure_row(comm, *weft, peer.get(), memory, o, report, row, stop)) return false;
             totals.add(row, count == counts.back());
             out.wrong += row.weft[0].wrong + row.weft[1].wrong;
             out.peer_wrong += row.peer[0].wrong + row.peer[1].wrong;
@@ -367,7 +422,8 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
     out.failed = true;
   }
   const double resident_mib = largest.ok() ? *largest / (1 << 20) : -1;
-  if (lead) print_footer(o, out, totals, peer.get(), memcpy, resident_mib);
+  // A host memcpy is no yardstick for device buffers.
+  if (lead) print_footer(o, out, totals, peer.get(), mirror ? 0 : memcpy, resident_mib);
   return out;
 }
 

@@ -27,9 +27,11 @@ struct BenchOptions {
   int check = 1;  ///< checked iterations per size and placement; 0: no check
   int root = 0;
   int cycles = 1;  ///< -N: how many times to run the whole sweep; 0: until stopped
-  bool compare_mpi = false;
-  /// --compare health-off: the same communicator with its health monitor paused
-  bool compare_health_off = false;
+  /// --compare: the library timed beside weft in the same run. kHealthOff is weft itself
+  /// with its health monitor paused; kNccl needs device memory.
+  enum class Compare { kNone, kMpi, kHealthOff, kNccl } compare = Compare::kNone;
+  /// --memory device: the calls take device buffers, ordered on a stream (device_mirror.hpp)
+  bool device_memory = false;
   std::string json_path;           ///< -J: one JSON object per line, empty for none
   bool self_test_corrupt = false;  ///< flip one result element on the last rank
   const char* command = "bench";   ///< for messages: "weft bench: ..."

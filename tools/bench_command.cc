@@ -1,4 +1,4 @@
-// `weft bench <collective>`: nccl-tests for weft, optionally side by side with MPI.
+// `weft bench <collective>`: nccl-tests for weft, optionally side by side with MPI or NCCL.
 #include <cstdio>
 
 #include "tools/bench.hpp"
@@ -48,7 +48,15 @@ constexpr const char* kUsage =
     "                           n/a there. Needs an MPI build and mpirun\n"
     "      --compare health-off the same communicator with its health monitor paused\n"
     "                           (docs/HEALTH.md), in the same alternating rounds: what the\n"
-    "                           monitor costs, side by side\n"
+    "                           monitor costs, side by side\n"    "      --compare nccl       NCCL (loaded from libnccl.so.2 on the loader's path) on the\n"
+    "                           same device buffers and stream, in the same rounds; implies\n"
+    "                           --memory device. NCCL refuses two ranks on one GPU\n"
+    "      --memory device      the calls take device buffers (on GPU local rank modulo\n"
+    "                           GPUs) and are ordered on a stream, as nccl-tests' are; the\n"
+    "                           time runs until the stream is done. Inputs are written and\n"
+    "                           results checked in host memory, copied across untimed. No\n"
+    "                           GPU: WEFT_DEVICE_STAND_IN=on stands in (host memory). Default\n"
+    "                           host\n"
     "      --self-test-corrupt  checks the checker: flips one result element on the last\n"
     "                           rank before each check; must exit nonzero\n"
     "  -h, --help               this text\n";
@@ -78,6 +86,7 @@ const Flag kFlags[] = {
     {"-c", "--check", set_check},              {"-r", "--root", set_root},
     {"-N", "--run_cycles", set_cycles},
     {"-J", "--json", set_json},                {nullptr, "--compare", set_compare},
+    {nullptr, "--memory", set_memory},
     {nullptr, "--collectives", add_collectives},
     {"-g", "--ngpus", set_gpus},               {"-t", "--nthreads", set_threads},
     {"-m", "--agg_iters", set_agg_iters},      {"-a", "--average", set_average},
@@ -106,7 +115,7 @@ int bench_command(int argc, char** argv) {
   // The checker is what the self test checks, so it needs at least one check.
   if (o.self_test_corrupt && o.check == 0) o.check = 1;
 #ifndef WEFT_HAVE_MPI
-  if (o.compare_mpi) {
+  if (o.compare == BenchOptions::Compare::kMpi) {
     std::fprintf(stderr, "weft bench: --compare mpi: built without MPI; run scripts/setup and rebuild\n");
     return 2;
   }

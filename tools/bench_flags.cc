@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -94,9 +95,23 @@ absl::Status set_json(const char* v, BenchOptions& o) {
   return o.json_path.empty() ? accepts("a file name") : absl::OkStatus();
 }
 absl::Status set_compare(const char* v, BenchOptions& o) {
-  o.compare_mpi = std::strcmp(v, "mpi") == 0;
-  o.compare_health_off = std::strcmp(v, "health-off") == 0;
-  return o.compare_mpi || o.compare_health_off ? absl::OkStatus() : accepts("mpi, health-off");
+  using Compare = BenchOptions::Compare;
+  const std::pair<const char*, Compare> names[] = {
+      {"mpi", Compare::kMpi}, {"health-off", Compare::kHealthOff}, {"nccl", Compare::kNccl}};
+  for (const auto& [name, compare] : names) {
+    if (std::strcmp(v, name) != 0) continue;
+    o.compare = compare;
+    // NCCL takes device buffers only, as nccl-tests does.
+    if (compare == Compare::kNccl) o.device_memory = true;
+    return absl::OkStatus();
+  }
+  return accepts("mpi, health-off, nccl");
+}
+
+absl::Status set_memory(const char* v, BenchOptions& o) {
+  if (std::strcmp(v, "host") != 0 && std::strcmp(v, "device") != 0) return accepts("host, device");
+  o.device_memory = std::strcmp(v, "device") == 0;
+  return absl::OkStatus();
 }
 
 absl::Status set_types(const char* v, BenchOptions& o) {

@@ -39,6 +39,7 @@ absl::Status set_ops(const char* v, BenchOptions& o);
 absl::Status add_collectives(const char* v, BenchOptions& o);
 absl::Status set_json(const char* v, BenchOptions& o);
 absl::Status set_compare(const char* v, BenchOptions& o);
+absl::Status set_memory(const char* v, BenchOptions& o);
 
 /// nccl-tests' flags for what weft does one way only, accepted at the value that means what
 /// weft does (so that a pasted nccl-tests line runs) and refused at any other with the

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tools/device_mirror.hpp"
 #include "tools/sweep.hpp"
 #include "weft/weft.hpp"
 
@@ -16,7 +17,7 @@ namespace weft::tools {
 class Peer {
  public:
   virtual ~Peer() = default;
-  /// Short name for the table and the JSON: "weft", "mpi".
+  /// Short name for the table and the JSON: "weft", "mpi", "nccl".
   virtual const char* name() const = 0;
   /// Whether the library has this call's type (and op, for reductions); the bench prints
   /// "n/a" for calls it does not support.
@@ -39,8 +40,9 @@ class Peer {
   virtual absl::Status settle() { return absl::OkStatus(); }
 };
 
-/// weft itself, over `comm` (which must outlive the peer).
-std::unique_ptr<Peer> make_weft_peer(Communicator& comm);
+/// weft itself, over `comm` (which must outlive the peer); with a `mirror`, every call is
+/// ordered on its stream (--memory device).
+std::unique_ptr<Peer> make_weft_peer(Communicator& comm, DeviceMirror* mirror = nullptr);
 
 /// weft over `comm` twice: `on` with its health monitor running, `off` with it paused, for
 /// `--compare health-off` (the bench alternates their blocks of calls; each block's settle,
@@ -49,9 +51,15 @@ struct HealthSwitchedPeers {
   std::unique_ptr<Peer> on;
   std::unique_ptr<Peer> off;
 };
-absl::StatusOr<HealthSwitchedPeers> make_health_switched_peers(Communicator& comm);
+absl::StatusOr<HealthSwitchedPeers> make_health_switched_peers(Communicator& comm,
+                                                              DeviceMirror* mirror = nullptr);
 
 /// MPI over MPI_COMM_WORLD. Fails when this build has no MPI or the job did not start MPI.
 absl::StatusOr<std::unique_ptr<Peer>> make_mpi_peer(bool mpi_initialized);
+
+/// NCCL, on `mirror`'s device buffers and stream (both must outlive the peer), with a
+/// communicator of its own over the ranks of `comm`. Collective: every rank gets the same
+/// error where any cannot take part (no GPU, no NCCL, two ranks on one GPU).
+absl::StatusOr<std::unique_ptr<Peer>> make_nccl_peer(Communicator& comm, DeviceMirror& mirror);
 
 }  // namespace weft::tools

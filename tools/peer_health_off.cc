@@ -24,6 +24,7 @@ class MonitorSwitch : public Peer {
   absl::Status run(const Call& call, const Placement& at) override {
     return calls_->run(call, at);
   }
+  absl::Status finish() override { return calls_->finish(); }
   absl::Status settle() override {
     monitor_.set_paused(pause_after_);
     return calls_->settle();
@@ -38,15 +39,16 @@ class MonitorSwitch : public Peer {
 
 }  // namespace
 
-absl::StatusOr<HealthSwitchedPeers> make_health_switched_peers(Communicator& comm) {
+absl::StatusOr<HealthSwitchedPeers> make_health_switched_peers(Communicator& comm,
+                                                              DeviceMirror* mirror) {
   health::Monitor* monitor = comm.impl().health();
   if (monitor == nullptr) {
     return absl::FailedPreconditionError(
         "--compare health-off needs the health monitor running: unset WEFT_HEALTH=off");
   }
   HealthSwitchedPeers p;
-  p.on = std::make_unique<MonitorSwitch>(make_weft_peer(comm), *monitor, true, "weft");
-  p.off = std::make_unique<MonitorSwitch>(make_weft_peer(comm), *monitor, false, "health-off");
+  p.on = std::make_unique<MonitorSwitch>(make_weft_peer(comm, mirror), *monitor, true, "weft");
+  p.off = std::make_unique<MonitorSwitch>(make_weft_peer(comm, mirror), *monitor, false, "health-off");
   return p;
 }
 

@@ -1,5 +1,6 @@
 // weft as a Peer: each call goes straight to the Communicator, with option structs built
-// once so the timed path allocates nothing.
+// once so the timed path allocates nothing; with --memory device, each is ordered on the
+// mirror's stream, and finish() waits for the stream and asks for failures after returning.
 #include "tools/peer.hpp"
 
 namespace weft::tools {
@@ -7,7 +8,10 @@ namespace {
 
 class WeftPeer : public Peer {
  public:
-  explicit WeftPeer(Communicator& comm) : comm_(comm) {}
+  WeftPeer(Communicator& comm, DeviceMirror* mirror) : comm_(comm), mirror_(mirror) {
+    void* stream = mirror != nullptr ? mirror->stream() : nullptr;
+    allreduce_.stream = allgather_.stream = reduce_scatter_.stream = broadcast_.stream = stream;
+  }
 
   const char* name() const override { return "weft"; }
   bool supports(const Call&) const override { return true; }
@@ -30,8 +34,15 @@ class WeftPeer : public Peer {
     }
   }
 
+  absl::Status finish() override {
+    if (mirror_ == nullptr) return absl::OkStatus();
+    if (absl::Status s = mirror_->synchronize(); !s.ok()) return s;
+    return comm_.async_error();
+  }
+
  private:
   Communicator& comm_;
+  DeviceMirror* mirror_;
   AllreduceOptions allreduce_;
   AllgatherOptions allgather_;
   ReduceScatterOptions reduce_scatter_;
@@ -40,8 +51,8 @@ class WeftPeer : public Peer {
 
 }  // namespace
 
-std::unique_ptr<Peer> make_weft_peer(Communicator& comm) {
-  return std::make_unique<WeftPeer>(comm);
+std::unique_ptr<Peer> make_weft_peer(Communicator& comm, DeviceMirror* mirror) {
+  return std::make_unique<WeftPeer>(comm, mirror);
 }
 
 }  // namespace weft::tools

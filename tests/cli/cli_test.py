@@ -281,7 +281,9 @@ def test_8f_bad_values_list_the_accepted(cli):
                         (["run", "-d", "flaot"], ["int8", "bfloat16", "all"]),
                         (["bench", "allreduce", "-o", "summ"], ["sum", "prod", "avg", "all"]),
                         (["bench", "allreducee"], ["allgather", "reduce_scatter", "broadcast"]),
-                        (["run", "--collectives", "bcast"], ["allreduce", "broadcast"])):
+                        (["run", "--collectives", "bcast"], ["allreduce", "broadcast"]),
+                        (["bench", "allreduce", "--memory", "gpu"], ["host", "device"]),
+                        (["bench", "allreduce", "--compare", "ncl"], ["mpi", "health-off", "nccl"])):
         r = cli.solo(*args)
         check(r.rc == 2 and all(n in r.err for n in names),
               f"weft {' '.join(args)} lists {names}", r)
