@@ -153,6 +153,10 @@ absl::Status set_threads(const char* v, BenchOptions&) {
 }
 absl::Status set_agg_iters(const char* v, BenchOptions&) {
   if (!std::strcmp(v, "1")) return absl::OkStatus();
+  if (!std::strcmp(v, "device") || !std::strcmp(v, "host")) {
+    return accepts(absl::StrCat("1 (nccl-tests' aggregated iterations); for ", v,
+                                " buffers: --memory ", v));
+  }
   return accepts("1; weft makes one call at a time (it has no group calls to aggregate)");
 }
 absl::Status set_average(const char* v, BenchOptions&) {
