@@ -43,7 +43,11 @@ if(WEFT_HAVE_CUDA)
   endforeach()
   list(JOIN WEFT_CUDA_ARCHITECTURE_NAMES ", " WEFT_CUDA_ARCHITECTURE_NAMES)
   # NCCL's header, for `weft bench --compare nccl`, which loads the library only when asked.
-  find_path(WEFT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  # The toolkit carries it on these machines; elsewhere PyTorch's NCCL wheel may.
+  execute_process(
+    COMMAND python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'include'))"
+    OUTPUT_VARIABLE weft_pip_nccl OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  find_path(WEFT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${weft_pip_nccl})
   set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
   enable_language(CUDA)
   # CMake 3.25 knows nvcc's standards up to C++17; nvcc 13 takes C++20, as the rest of weft.

@@ -331,6 +331,8 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   if (o.compare == Compare::kMpi) {
     auto made = make_mpi_peer(job.mpi);
     if (made.ok()) peer = std::move(*made); else common = made.status();
+  } else if (o.compare == Compare::kNccl && mirror == nullptr) {
+    common = absl::InvalidArgumentError("--compare nccl needs --memory device");
   } else if (o.compare == Compare::kNccl) {
     auto made = make_nccl_peer(comm, *mirror);
     if (made.ok()) peer = std::move(*made);

@@ -32,6 +32,7 @@ struct BenchOptions {
   enum class Compare { kNone, kMpi, kHealthOff, kNccl } compare = Compare::kNone;
   /// --memory device: the calls take device buffers, ordered on a stream (device_mirror.hpp)
   bool device_memory = false;
+  bool memory_given = false;  ///< --memory was on the command line
   std::string json_path;           ///< -J: one JSON object per line, empty for none
   bool self_test_corrupt = false;  ///< flip one result element on the last rank
   const char* command = "bench";   ///< for messages: "weft bench: ..."

@@ -112,10 +112,23 @@ int bench_command(int argc, char** argv) {
                          "broadcast or all); try --help\n");
     return 2;
   }
+  // NCCL takes device buffers only (as nccl-tests), and MPI host buffers only: weft's MPI
+  // peer is not ordered on a stream, and an MPI built without CUDA crashes on device memory.
+  using Compare = BenchOptions::Compare;
+  if (o.compare == Compare::kNccl && o.memory_given && !o.device_memory) {
+    std::fprintf(stderr, "weft bench: --compare nccl takes device buffers only: drop --memory host\n");
+    return 2;
+  }
+  if (o.compare == Compare::kNccl) o.device_memory = true;
+  if (o.compare == Compare::kMpi && o.device_memory) {
+    std::fprintf(stderr, "weft bench: --compare mpi takes host buffers only: drop --memory device "
+                         "(for a GPU library beside weft: --compare nccl)\n");
+    return 2;
+  }
   // The checker is what the self test checks, so it needs at least one check.
   if (o.self_test_corrupt && o.check == 0) o.check = 1;
 #ifndef WEFT_HAVE_MPI
-  if (o.compare == BenchOptions::Compare::kMpi) {
+  if (o.compare == Compare::kMpi) {
     std::fprintf(stderr, "weft bench: --compare mpi: built without MPI; run scripts/setup and rebuild\n");
     return 2;
   }

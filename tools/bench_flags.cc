@@ -101,8 +101,6 @@ absl::Status set_compare(const char* v, BenchOptions& o) {
   for (const auto& [name, compare] : names) {
     if (std::strcmp(v, name) != 0) continue;
     o.compare = compare;
-    // NCCL takes device buffers only, as nccl-tests does.
-    if (compare == Compare::kNccl) o.device_memory = true;
     return absl::OkStatus();
   }
   return accepts("mpi, health-off, nccl");
@@ -111,6 +109,7 @@ absl::Status set_compare(const char* v, BenchOptions& o) {
 absl::Status set_memory(const char* v, BenchOptions& o) {
   if (std::strcmp(v, "host") != 0 && std::strcmp(v, "device") != 0) return accepts("host, device");
   o.device_memory = std::strcmp(v, "device") == 0;
+  o.memory_given = true;
   return absl::OkStatus();
 }
 

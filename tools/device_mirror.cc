@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<DeviceMirror>> DeviceMirror::open(size_t bytes, i
         " Leave out --memory device to bench host buffers, or set ", env::kDeviceStandIn.name,
         "=on to run the device path's scheduling on host memory standing in"));
   }
-  return open_gpu_mirror(bytes, local_rank);
+  return open_gpu_mirror(bytes, local_rank, config->timeout);
 }
 
 Placement DeviceMirror::on_device(const Placement& at, Buffers& host) const {
@@ -100,7 +100,7 @@ absl::StatusOr<std::byte*> DeviceMirror::download(const Call& call, const std::b
 }
 
 #ifndef WEFT_HAVE_CUDA
-absl::StatusOr<std::unique_ptr<DeviceMirror>> open_gpu_mirror(size_t, int) {
+absl::StatusOr<std::unique_ptr<DeviceMirror>> open_gpu_mirror(size_t, int, absl::Duration) {
   return absl::FailedPreconditionError("--memory device: this weft was built without CUDA");
 }
 #endif

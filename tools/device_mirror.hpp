@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "tools/sweep.hpp"
 
 namespace weft::tools {
@@ -29,7 +30,8 @@ class DeviceMirror {
   virtual bool on_gpu() const = 0;
   /// The stream every call is ordered on: a cudaStream_t, or a device::StandInStream*.
   virtual void* stream() = 0;
-  /// Returns once everything queued on the stream has run.
+  /// Returns once everything queued on the stream has run; an error, not a hang, when a
+  /// library's call on it never completes (WEFT_TIMEOUT).
   virtual absl::Status synchronize() = 0;
 
   /// `at` (pointers into `host`) moved to the same offsets of the device buffers.
@@ -50,7 +52,8 @@ class DeviceMirror {
 };
 
 /// The mirror on a GPU (device_mirror_cuda.cc, built with CUDA only); open() calls it
-/// unless standing in.
-absl::StatusOr<std::unique_ptr<DeviceMirror>> open_gpu_mirror(size_t bytes, int local_rank);
+/// unless standing in. synchronize() gives up after `timeout` (WEFT_TIMEOUT).
+absl::StatusOr<std::unique_ptr<DeviceMirror>> open_gpu_mirror(size_t bytes, int local_rank,
+                                                               absl::Duration timeout);
 
 }  // namespace weft::tools

@@ -1,7 +1,8 @@
 // NCCL as a Peer (--compare nccl): ncclAllReduce, ncclAllGather, ncclReduceScatter and
 // ncclBroadcast on the bench's device buffers, ordered on its stream as weft's calls are.
 // NCCL's in-place layouts are nccl-tests', which are the bench's, and it has every type and
-// op weft has (bfloat16 and avg since 2.10).
+// op weft has. Its float avg multiplies each input by 1/N before the sum, so with a rank count
+// that is not a power of two the bench counts its results inexact, as they are.
 //
 // NCCL is loaded when asked for (dlopen of libnccl.so.2), so weft neither links nor ships its
 // 200 MB: the CUDA toolkit's, or PyTorch's (pip's nvidia-nccl-cu13), found on the loader's
@@ -73,12 +74,12 @@ absl::StatusOr<Nccl> load_nccl() {
       !find(lib, "ncclAllGather", &n.allgather) ||
       !find(lib, "ncclReduceScatter", &n.reduce_scatter) ||
       !find(lib, "ncclBroadcast", &n.broadcast)) {
-    return absl::NotFoundError("the libnccl.so.2 found lacks functions weft calls; NCCL 2.10 or "
+    return absl::NotFoundError("the libnccl.so.2 found lacks functions weft calls; NCCL 2.13 or "
                                "later is needed");
   }
-  if (n.get_version(&n.version) != ncclSuccess || n.version < 21000) {
+  if (n.get_version(&n.version) != ncclSuccess || n.version < 21300) {
     return absl::FailedPreconditionError(
-        absl::StrCat("NCCL ", n.version, " is too old: 2.10 or later is needed"));
+        absl::StrCat("NCCL ", n.version, " is too old: 2.13 or later is needed"));
   }
   return n;
 }
@@ -115,8 +116,12 @@ class NcclPeer : public Peer {
   NcclPeer(const Nccl& api, ncclComm_t comm, DeviceMirror& mirror)
       : api_(api), comm_(comm), mirror_(mirror) {}
   ~NcclPeer() override {
-    mirror_.synchronize().IgnoreError();
-    api_.destroy(comm_);
+    // ncclCommDestroy waits for the peers' calls too: after a failure, abort.
+    if (!failed_ && mirror_.synchronize().ok()) {
+      api_.destroy(comm_);
+    } else {
+      api_.abort(comm_);
+    }
   }
 
   const char* name() const override { return "nccl"; }
@@ -155,7 +160,10 @@ class NcclPeer : public Peer {
   }
 
   absl::Status finish() override {
-    if (absl::Status s = mirror_.synchronize(); !s.ok()) return s;
+    if (absl::Status s = mirror_.synchronize(); !s.ok()) {
+      failed_ = true;
+      return s;
+    }
     ncclResult_t async = ncclSuccess;
     if (ncclResult_t r = api_.async_error(comm_, &async); r != ncclSuccess) {
       return error("ncclCommGetAsyncError", r);
@@ -164,7 +172,8 @@ class NcclPeer : public Peer {
   }
 
  private:
-  absl::Status error(const char* what, ncclResult_t r) const {
+  absl::Status error(const char* what, ncclResult_t r) {
+    failed_ = true;
     return absl::InternalError(absl::StrCat("NCCL ", what, ": ", api_.error_string(r), " (",
                                             api_.last_error(comm_), ")"));
   }
@@ -172,6 +181,7 @@ class NcclPeer : public Peer {
   Nccl api_;
   ncclComm_t comm_;
   DeviceMirror& mirror_;
+  bool failed_ = false;
 };
 
 // What each rank tells the others before any of them starts NCCL: whether it can, and which
@@ -239,7 +249,7 @@ absl::StatusOr<std::unique_ptr<Peer>> make_nccl_peer(Communicator& comm, DeviceM
   const ncclResult_t r = nccl->init_rank(&nc, comm.size(), id.id, comm.rank());
   auto failed = total_over_ranks(comm, r == ncclSuccess ? 0 : 1);
   if (!failed.ok() || *failed != 0) {
-    if (r == ncclSuccess) nccl->abort(nc);
+    if (nc != nullptr) nccl->abort(nc);
     if (!failed.ok()) return failed.status();
     return absl::InternalError(absl::StrFormat(
         "ncclCommInitRank failed on %d of %d ranks%s", *failed, comm.size(),

@@ -394,6 +394,15 @@ def test_20_compare_health_off_needs_the_monitor(cli):
     check("unset WEFT_HEALTH=off" in r.err, "a message saying what to do", r)
 
 
+# Issue 25: NCCL takes device buffers only, MPI host buffers only; either way round is bad usage.
+
+def test_25_compare_and_memory_must_agree(cli):
+    for args, says in ((["--compare", "nccl", "--memory", "host"], "drop --memory host"),
+                       (["--memory", "device", "--compare", "mpi"], "drop --memory device")):
+        r = cli.solo("bench", "allreduce", *args)
+        check(r.rc == 2 and says in r.err, f"weft bench {' '.join(args)} is refused: {says}", r)
+
+
 def probe_json(r):
     import json
     try:
