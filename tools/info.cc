@@ -9,6 +9,7 @@
 #include "src/device/device.hpp"
 #include "src/health/policy.hpp"
 #include "src/launch_env.hpp"
+#include "tools/peer.hpp"
 #include "transport/tcp/rails.hpp"
 #include "transport/transport.hpp"
 #include "tools/cli.hpp"
@@ -80,6 +81,7 @@ int info_command(int argc, char** argv) {
   std::printf("weft %s\n", WEFT_VERSION);
   std::printf("reduction kernels: %s\n", reduce_isa());
   std::printf("cuda: %s\n", device::describe().c_str());
+  std::printf("nccl (for weft bench --compare nccl): %s\n", describe_nccl().c_str());
   std::printf("transports: shm (same host), tcp (any host), ucx (any host)\n");
   std::printf("ucx: %s\n", transport::ucx_description().c_str());
   print_listening();

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,5 +62,7 @@ absl::StatusOr<std::unique_ptr<Peer>> make_mpi_peer(bool mpi_initialized);
 /// communicator of its own over the ranks of `comm`. Collective: every rank gets the same
 /// error where any cannot take part (no GPU, no NCCL, two ranks on one GPU).
 absl::StatusOr<std::unique_ptr<Peer>> make_nccl_peer(Communicator& comm, DeviceMirror& mirror);
+/// For `weft info`: the NCCL this process would load, or why none.
+std::string describe_nccl();
 
 }  // namespace weft::tools

@@ -234,8 +234,21 @@ absl::Status agree_ready(Communicator& comm, const Readiness& mine) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Peer>> make_nccl_peer(Communicator& comm, DeviceMirror& mirror) {
+// Loaded once, when first asked for.
+const absl::StatusOr<Nccl>& nccl_library() {
   static const absl::StatusOr<Nccl> nccl = load_nccl();
+  return nccl;
+}
+
+std::string describe_nccl() {
+  const auto& nccl = nccl_library();
+  if (!nccl.ok()) return std::string(nccl.status().message());
+  return absl::StrFormat("libnccl.so.2 %d.%d.%d", nccl->version / 10000, nccl->version / 100 % 100,
+                         nccl->version % 100);
+}
+
+absl::StatusOr<std::unique_ptr<Peer>> make_nccl_peer(Communicator& comm, DeviceMirror& mirror) {
+  const absl::StatusOr<Nccl>& nccl = nccl_library();
   if (absl::Status s = agree_ready(comm, readiness(nccl, mirror)); !s.ok()) return s;
   // Rank 0's unique id, or why it has none, to every rank.
   struct Id {
@@ -260,11 +273,15 @@ absl::StatusOr<std::unique_ptr<Peer>> make_nccl_peer(Communicator& comm, DeviceM
 
 #else
 
+constexpr char kNoNccl[] =
+    "this weft was built without CUDA or without NCCL's header (nccl.h, in the CUDA toolkit): "
+    "rebuild where both are";
+
 absl::StatusOr<std::unique_ptr<Peer>> make_nccl_peer(Communicator&, DeviceMirror&) {
-  return absl::FailedPreconditionError(
-      "this weft was built without CUDA or without NCCL's header (nccl.h, in the CUDA "
-      "toolkit): rebuild where both are");
+  return absl::FailedPreconditionError(kNoNccl);
 }
+
+std::string describe_nccl() { return kNoNccl; }
 
 #endif
 
