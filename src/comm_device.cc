@@ -105,7 +105,7 @@ absl::Status Comm::open_ipc() {
   if (!config_.cuda_ipc || size_ < 2 || topology_.local_size() != size_) return absl::OkStatus();
   using transport::cuda_ipc::Address;
   // Until every rank has mapped every window (the allreduce below), peers take descriptors.
-  device::PeersMayTakeFds taking;
+  device::FdPost post;
   auto context = std::make_unique<transport::cuda_ipc::Context>(staging_->copier(), rank_, size_,
                                                                 config_.staging_bytes);
   // Host calls, made by every rank at its first call ordered on a stream.

@@ -84,8 +84,8 @@ class Copier {
   virtual absl::StatusOr<std::byte*> device_buffer(size_t bytes) = 0;
 
   /// Memory that other processes of this host map by its handle (transport/cuda_ipc/): device
-  /// memory exported as a POSIX descriptor (cuda_shared.hpp), or, standing in, a memfd; peers
-  /// copy the descriptor with pidfd_getfd (shared_fd.hpp). Not cleared. It lives as long as
+  /// memory exported as a POSIX descriptor (cuda_shared.hpp), or, standing in, a memfd, which
+  /// the owner hands to peers while it holds an FdPost (shared_fd.hpp). Not cleared. It lives as long as
   /// the copier, and in each peer that mapped it as long as the peer's copier.
   struct Shared {
     std::byte* data = nullptr;

@@ -62,7 +62,10 @@ CudaShared::~CudaShared() {
     driver_->free(m.address, m.bytes);
     driver_->release(m.allocation);
   }
-  for (int fd : exported_) close(fd);
+  for (int fd : exported_) {
+    forget_fd(fd);
+    close(fd);
+  }
 }
 
 absl::Status CudaShared::load() {

@@ -44,7 +44,7 @@ class CudaShared {
   int device_;
   const Driver* driver_ = nullptr;
   std::vector<Mapping> mappings_;
-  std::vector<int> exported_;  // descriptors peers copy out of this process
+  std::vector<int> exported_;  // descriptors this process hands to peers (shared_fd.hpp)
 };
 
 }  // namespace weft::device

@@ -1,8 +1,15 @@
-// How a rank's shared memory reaches another process of its host: by a file descriptor
-// (a memfd standing in, a CUDA allocation's POSIX handle on a GPU) that the peer copies out of
-// the owner's process with pidfd_getfd, allowed on the terms of ptrace (the same user, as
-// shm's single copy needs too). The memory is reference-counted by the kernel or the driver:
-// a peer's mapping outlives the owner's, so an owner may go without waiting for its peers.
+// How a rank's shared memory reaches another process of its host: by a file descriptor (a
+// memfd standing in, a CUDA allocation's POSIX handle on a GPU) that the owner passes over a
+// Unix socket (SCM_RIGHTS), as NCCL passes its cuMem handles. The memory is reference-counted
+// by the kernel or the driver: a peer's mapping outlives the owner's, so an owner may go
+// without waiting for its peers.
+//
+// Who may take a descriptor: a process of the same user that names it with its handle's
+// token, a random 128-bit number that travels only in the handle, over the job's
+// authenticated links; and the taker makes sure the process that answers is the owner the
+// handle names (SO_PEERCRED), so that a squatter on the socket's name gets no request and
+// gives no descriptor. Nothing needs ptrace rights (pidfd_getfd did: Yama, seccomp profiles
+// and gVisor refuse it), and nothing is open to other processes beyond those terms.
 #pragma once
 
 #include <string>
@@ -12,23 +19,26 @@
 
 namespace weft::device {
 
-/// The handle of this process's descriptor `fd`: "PID:FD".
+/// Offers this process's descriptor `fd` to takers: its handle, "weft-fds-PID:FD:TOKEN".
+/// The owner keeps `fd` open, and calls forget_fd() before it closes it.
 std::string fd_handle(int fd);
+void forget_fd(int fd);
 
-/// A descriptor of this process for the one a handle names, to be closed by the caller; an
-/// error that says what to do where the kernel refuses (another user, ptrace restricted).
+/// A descriptor of this process for the one a handle names, to be closed by the caller. The
+/// owner must hold an FdPost; an error within a few seconds where it does not answer, and
+/// one that says what to do where it refuses.
 absl::StatusOr<int> take_fd(std::string_view handle);
 
-/// While one lives, processes of this user may take this process's descriptors: under Yama's
-/// ptrace_scope 1 (Ubuntu's default) only an ancestor could, and ranks are siblings. Made
-/// around the exchange of windows only (PR_SET_PTRACER_ANY, then none again once the last
-/// one in this process goes); does nothing where Yama is not there.
-class PeersMayTakeFds {
+/// While one lives, this process answers takes of the descriptors it offered: a thread of
+/// its own serves the socket "weft-fds-PID" (Linux's abstract namespace, so nothing is left
+/// on a disk; ranks of one host share it when they share a network namespace). Made around
+/// the exchange of windows only; ranks of one process share one.
+class FdPost {
  public:
-  PeersMayTakeFds();
-  ~PeersMayTakeFds();
-  PeersMayTakeFds(const PeersMayTakeFds&) = delete;
-  PeersMayTakeFds& operator=(const PeersMayTakeFds&) = delete;
+  FdPost();
+  ~FdPost();
+  FdPost(const FdPost&) = delete;
+  FdPost& operator=(const FdPost&) = delete;
 };
 
 }  // namespace weft::device

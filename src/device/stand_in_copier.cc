@@ -30,7 +30,10 @@ class StandInCopier : public Copier {
     changed_.notify_all();
     thread_.join();
     for (const auto& [p, bytes] : mapped_) munmap(p, bytes);
-    for (int fd : shared_fds_) close(fd);
+    for (int fd : shared_fds_) {
+      forget_fd(fd);
+      close(fd);
+    }
   }
 
   absl::Status copy(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
@@ -125,7 +128,7 @@ class StandInCopier : public Copier {
 
   absl::StatusOr<std::byte*> device_buffer(size_t bytes) override { return host_buffer(bytes); }
 
-  // A memfd, which a peer copies out of this process (shared_fd.hpp).
+  // A memfd, which the owner hands to a peer that names it (shared_fd.hpp).
   absl::StatusOr<Shared> share_memory(size_t bytes) override {
     const int fd = memfd_create("weft-window", MFD_CLOEXEC);
     if (fd < 0) return errno_error("memfd_create");

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "src/device/copier.hpp"
+#include "src/device/shared_fd.hpp"
 #include "transport/cuda_ipc/context.hpp"
 
 namespace weft::transport::cuda_ipc {
@@ -37,6 +38,7 @@ TEST(CudaIpcAddress, RoundTripsAndRefusesWhatNoRankWrote) {
 }
 
 TEST(CudaIpcContext, EveryRankMapsEveryWindow) {
+  device::FdPost post;  // the ranks are threads of this process: one post serves them all
   constexpr int n = 3;
   constexpr size_t slot = 4096;
   std::vector<std::unique_ptr<device::Copier>> copiers;
@@ -67,6 +69,7 @@ TEST(CudaIpcContext, EveryRankMapsEveryWindow) {
 }
 
 TEST(CudaIpcContext, AWindowThatCannotBeMappedNamesItsRank) {
+  device::FdPost post;
   auto copier = device::stand_in_copier();
   Context mine(*copier, 0, 3, 4096);
   std::vector<Address> addresses = {mine.address(), Address{"999999999:3", ""},
