@@ -144,18 +144,20 @@ absl::StatusOr<std::pair<std::byte*, std::string>> CudaShared::share(size_t byte
     return driver_error(r, "cuMemExportToShareableHandle");
   }
   exported_.push_back(fd);
+  auto handle = fd_handle(fd);
+  if (!handle.ok()) return handle.status();
   // The size rides with the handle: a peer's GPU may round by another granularity.
-  return std::make_pair(*p, absl::StrCat(fd_handle(fd), "/", *size));
+  return std::make_pair(*p, absl::StrCat(*handle, "/", *size));
 }
 
 absl::StatusOr<std::byte*> CudaShared::open(std::string_view handle, size_t bytes) {
   if (absl::Status s = load(); !s.ok()) return s;
   const size_t slash = handle.find('/');
   size_t size = 0;
-  if (slash == std::string_view::npos ||
-      std::from_chars(handle.data() + slash + 1, handle.data() + handle.size(), size).ec !=
-          std::errc() ||
-      size < bytes) {
+  const char* const end = handle.data() + handle.size();
+  const char* const digits = slash == std::string_view::npos ? end : handle.data() + slash + 1;
+  const auto [last, error] = std::from_chars(digits, end, size);
+  if (slash == std::string_view::npos || error != std::errc() || last != end || size < bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", std::string(handle), "' is not a handle of ", bytes, " bytes of device memory"));
   }

@@ -1,6 +1,8 @@
 #include "src/device/shared_fd.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,6 +13,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -35,16 +38,6 @@ struct Request {
   int32_t fd;
   char token[kTokenHex];
 };
-
-sockaddr_un address_of(pid_t pid, socklen_t* len) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  const std::string name = absl::StrCat(kPrefix, pid);
-  // sun_path[0] stays 0: the abstract namespace, gone with the socket.
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  return a;
-}
 
 absl::Status errno_error(const char* what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -92,22 +85,89 @@ bool read_all(int fd, void* data, size_t len, const Deadline& deadline) {
 
 // The process's offers and its post (one for every rank of the process).
 struct Post {
-  std::mutex mu;  // the offers
+  std::mutex mu;                       // the offers and the name
   std::map<int, std::string> offered;  // descriptor -> token
+  std::string name;  // the socket's: "weft-fds-PID-NONCE", made by each post
   // Opening and closing the post, held while its thread stops, so that a new post never
   // binds the name while the old one still holds it.
   std::mutex life_mu;
   int users = 0;
   int listener = -1;
-  std::thread thread;
+  pthread_t thread{};
   std::atomic<bool> stop{false};
 };
+
+void before_fork();
+void after_fork_parent();
+void after_fork_child();
+
 Post& post() {
-  static Post* const p = new Post;  // never destroyed: no thread may outlive it at exit
+  static Post* const p = [] {
+    // A child forked while a post is up must not keep serving, nor hold the name.
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    return new Post;  // never destroyed: no thread may outlive it at exit
+  }();
   return *p;
 }
 
-// One taker: the same user, naming an offered descriptor with its token, gets it.
+void before_fork() {
+  post().life_mu.lock();
+  post().mu.lock();
+}
+void after_fork_parent() {
+  post().mu.unlock();
+  post().life_mu.unlock();
+}
+void after_fork_child() {
+  Post& p = post();
+  if (p.listener >= 0) close(p.listener);
+  p.listener = -1;
+  p.users = 0;
+  p.offered.clear();
+  p.name.clear();  // another process: another pid, another nonce
+  p.mu.unlock();
+  p.life_mu.unlock();
+}
+
+// `bytes` random bytes in hex.
+absl::StatusOr<std::string> random_hex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      return errno_error("getrandom, for a shared memory handle's token");
+    }
+  }
+  return absl::BytesToHexString(raw);
+}
+
+// The post's socket name, made by each post (or at first use without one). Its nonce,
+// published only in handles, keeps anyone from taking the name first, and keeps apart
+// processes of equal pid in other PID namespaces that share this network namespace. Called
+// with mu held.
+absl::StatusOr<std::string> name_locked() {
+  if (post().name.empty()) {
+    auto nonce = random_hex(kTokenHex / 2);
+    if (!nonce.ok()) return nonce.status();
+    post().name = absl::StrCat(kPrefix, getpid(), "-", *nonce);
+  }
+  return post().name;
+}
+
+sockaddr_un address_of(std::string_view name, socklen_t* len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  // sun_path[0] stays 0: the abstract namespace, gone with the socket.
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return a;
+}
+
+// One taker: the same user, naming an offered descriptor with its token, gets a copy of it
+// (made under the lock: the owner may close its own once this returns).
 void serve(int conn) {
   const Deadline deadline = Deadline::after(kServeTime);
   ucred cred{};
@@ -121,7 +181,7 @@ void serve(int conn) {
     auto it = post().offered.find(request.fd);
     if (it != post().offered.end() &&
         std::string_view(request.token, kTokenHex) == std::string_view(it->second)) {
-      fd = it->first;
+      fd = fcntl(it->first, F_DUPFD_CLOEXEC, 0);
     }
   }
   char answer = fd >= 0 ? 'y' : 'n';
@@ -141,61 +201,76 @@ void serve(int conn) {
   }
   // The answer is one byte into an empty socket: it goes at once, or the taker is gone.
   if (ready(conn, POLLOUT, deadline)) (void)sendmsg(conn, &msg, MSG_NOSIGNAL);
+  if (fd >= 0) close(fd);
 }
 
-void serve_until_stopped(int listener) {
+void* serve_until_stopped(void* arg) {
+  const int listener = *static_cast<const int*>(arg);
   while (!post().stop.load(std::memory_order_acquire)) {
     pollfd p{listener, POLLIN, 0};
     if (poll(&p, 1, 50) <= 0) continue;
     const int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (conn < 0) continue;
+    if (conn < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // out of descriptors?
+      continue;
+    }
     serve(conn);
     close(conn);
   }
+  return nullptr;
 }
 
+bool all_of(std::string_view text, bool (*allowed)(char)) {
+  for (char c : text) {
+    if (!allowed(c)) return false;
+  }
+  return !text.empty();
+}
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); }
+
 struct Parsed {
-  pid_t pid = 0;
+  std::string_view name;  // the owner's socket: "weft-fds-PID-NONCE"
+  std::string_view pid;   // for messages
   int32_t fd = -1;
   std::string_view token;
 };
 
+// "weft-fds-PID-NONCE:FD:TOKEN", every field whole.
 absl::StatusOr<Parsed> parse(std::string_view handle) {
-  Parsed p;
-  std::string_view rest = handle;
   const auto bad = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
-        "'", std::string(handle), "' is not a shared memory handle (weft-fds-PID:FD:TOKEN)"));
+        "'", std::string(handle), "' is not a shared memory handle (weft-fds-PID-NONCE:FD:TOKEN)"));
   };
   const std::string_view prefix(kPrefix);
-  if (rest.substr(0, prefix.size()) != prefix) return bad();
-  rest.remove_prefix(prefix.size());
-  const size_t a = rest.find(':'), b = rest.find(':', a == rest.npos ? a : a + 1);
-  if (a == rest.npos || b == rest.npos ||
-      std::from_chars(rest.data(), rest.data() + a, p.pid).ec != std::errc() ||
-      std::from_chars(rest.data() + a + 1, rest.data() + b, p.fd).ec != std::errc() ||
-      p.pid <= 0 || p.fd < 0 || rest.size() - b - 1 != kTokenHex) {
+  const size_t a = handle.find(':'), b = handle.find(':', a == handle.npos ? a : a + 1);
+  if (handle.substr(0, prefix.size()) != prefix || a == handle.npos || b == handle.npos) return bad();
+  Parsed p;
+  p.name = handle.substr(0, a);
+  const std::string_view id = p.name.substr(prefix.size());
+  const size_t dash = id.find('-');
+  if (dash == id.npos) return bad();
+  p.pid = id.substr(0, dash);
+  const std::string_view nonce = id.substr(dash + 1), fd = handle.substr(a + 1, b - a - 1);
+  p.token = handle.substr(b + 1);
+  if (!all_of(p.pid, is_digit) || nonce.size() != kTokenHex || !all_of(nonce, is_hex) ||
+      !all_of(fd, is_digit) || p.token.size() != kTokenHex || !all_of(p.token, is_hex) ||
+      std::from_chars(fd.data(), fd.data() + fd.size(), p.fd).ec != std::errc()) {
     return bad();
   }
-  p.token = rest.substr(b + 1);
   return p;
 }
 
 }  // namespace
 
-std::string fd_handle(int fd) {
-  unsigned char bytes[kTokenHex / 2];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  std::string token = absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
-  std::string handle = absl::StrCat(kPrefix, getpid(), ":", fd, ":", token);
+absl::StatusOr<std::string> fd_handle(int fd) {
+  auto token = random_hex(kTokenHex / 2);
+  if (!token.ok()) return token.status();
   std::lock_guard<std::mutex> lock(post().mu);
-  post().offered[fd] = std::move(token);
-  return handle;
+  auto name = name_locked();
+  if (!name.ok()) return name.status();
+  post().offered[fd] = *token;
+  return absl::StrCat(*name, ":", fd, ":", *token);
 }
 
 void forget_fd(int fd) {
@@ -206,6 +281,7 @@ void forget_fd(int fd) {
 absl::StatusOr<int> take_fd(std::string_view handle) {
   auto parsed = parse(handle);
   if (!parsed.ok()) return parsed.status();
+  const std::string pid(parsed->pid);
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0) return errno_error("socket for taking a shared descriptor");
   struct Closer {
@@ -214,13 +290,13 @@ absl::StatusOr<int> take_fd(std::string_view handle) {
   } closer{s};
   const Deadline deadline = Deadline::after(kTakeTime);
   socklen_t len = 0;
-  const sockaddr_un owner = address_of(parsed->pid, &len);
+  const sockaddr_un owner = address_of(parsed->name, &len);
   // The owner's post is up before its handle travels (no socket: the owner is gone, or in
   // another network namespace); a full backlog clears as it serves.
   while (connect(s, reinterpret_cast<const sockaddr*>(&owner), len) != 0) {
     if ((errno != EAGAIN && errno != EINTR) || deadline.expired()) {
       return absl::UnavailableError(absl::StrCat(
-          "reaching process ", parsed->pid, " for its shared memory: ", std::strerror(errno),
+          "reaching process ", pid, " for its shared memory: ", std::strerror(errno),
           " (ranks of one host must share a network namespace for its abstract Unix sockets; "
           "otherwise set WEFT_CUDA_IPC=off)"));
     }
@@ -228,11 +304,10 @@ absl::StatusOr<int> take_fd(std::string_view handle) {
   }
   ucred cred{};
   socklen_t cred_len = sizeof cred;
-  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.pid != parsed->pid ||
-      cred.uid != geteuid()) {
+  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.uid != geteuid()) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "the socket of process ", parsed->pid, " is held by process ", cred.pid, " of user ",
-        cred.uid, ": no descriptor is taken from it (ranks of one host must run as one user)"));
+        "the socket of process ", pid, " belongs to user ", cred.uid, ", not this one: no "
+        "descriptor is taken from it (ranks of one host must run as one user)"));
   }
   Request request{};
   request.fd = parsed->fd;
@@ -259,35 +334,51 @@ absl::StatusOr<int> take_fd(std::string_view handle) {
   if (fd >= 0) close(fd);
   if (n == 1 && answer == 'n') {
     return absl::PermissionDeniedError(absl::StrCat(
-        "process ", parsed->pid, " offers no descriptor ", parsed->fd, " under that token (a "
+        "process ", pid, " offers no descriptor ", parsed->fd, " under that token (a "
         "handle from an earlier communicator?)"));
   }
   return absl::UnavailableError(absl::StrCat(
-      "process ", parsed->pid, " did not hand over descriptor ", parsed->fd, " within ",
+      "process ", pid, " did not hand over descriptor ", parsed->fd, " within ",
       absl::FormatDuration(kTakeTime), " (has it ended?)"));
 }
 
 FdPost::FdPost() {
   std::lock_guard<std::mutex> lock(post().life_mu);
   if (post().users++ > 0) return;
+  absl::StatusOr<std::string> name;
+  {
+    // A name of its own for each post: a child forked under the last one may still hold
+    // that one's name until it runs, and it would take the connections.
+    std::lock_guard<std::mutex> offers(post().mu);
+    post().name.clear();
+    name = name_locked();
+  }
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   socklen_t len = 0;
-  const sockaddr_un me = address_of(getpid(), &len);
-  if (s < 0 || bind(s, reinterpret_cast<const sockaddr*>(&me), len) != 0 || listen(s, 64) != 0) {
+  const sockaddr_un me = name.ok() ? address_of(*name, &len) : sockaddr_un{};
+  if (!name.ok() || s < 0 || bind(s, reinterpret_cast<const sockaddr*>(&me), len) != 0 ||
+      listen(s, 64) != 0) {
     // Takers then find nothing and say so; the ranks agree to stage instead.
+    std::fprintf(stderr, "weft: cannot serve the cuda_ipc windows' descriptors: %s\n",
+                 name.ok() ? std::strerror(errno) : std::string(name.status().message()).c_str());
     if (s >= 0) close(s);
     return;
   }
   post().listener = s;
   post().stop.store(false, std::memory_order_release);
-  post().thread = std::thread(serve_until_stopped, s);
+  if (pthread_create(&post().thread, nullptr, serve_until_stopped, &post().listener) != 0) {
+    std::fprintf(stderr, "weft: cannot start the thread that serves the cuda_ipc windows' "
+                         "descriptors\n");
+    close(s);
+    post().listener = -1;
+  }
 }
 
 FdPost::~FdPost() {
   std::lock_guard<std::mutex> lock(post().life_mu);
   if (--post().users > 0 || post().listener < 0) return;
   post().stop.store(true, std::memory_order_release);
-  post().thread.join();
+  pthread_join(post().thread, nullptr);
   close(post().listener);
   post().listener = -1;
 }

@@ -6,10 +6,11 @@
 //
 // Who may take a descriptor: a process of the same user that names it with its handle's
 // token, a random 128-bit number that travels only in the handle, over the job's
-// authenticated links; and the taker makes sure the process that answers is the owner the
-// handle names (SO_PEERCRED), so that a squatter on the socket's name gets no request and
-// gives no descriptor. Nothing needs ptrace rights (pidfd_getfd did: Yama, seccomp profiles
-// and gVisor refuse it), and nothing is open to other processes beyond those terms.
+// authenticated links. The socket's name carries a random nonce that also travels only in
+// handles, so nobody can take the name first and be asked instead of the owner; the taker
+// also checks that the socket is its own user's (SO_PEERCRED). Nothing needs ptrace rights
+// (pidfd_getfd did: Yama, seccomp profiles and gVisor refuse it), and nothing is open to
+// other processes beyond those terms.
 #pragma once
 
 #include <string>
@@ -19,9 +20,10 @@
 
 namespace weft::device {
 
-/// Offers this process's descriptor `fd` to takers: its handle, "weft-fds-PID:FD:TOKEN".
-/// The owner keeps `fd` open, and calls forget_fd() before it closes it.
-std::string fd_handle(int fd);
+/// Offers this process's descriptor `fd` to takers: its handle,
+/// "weft-fds-PID-NONCE:FD:TOKEN". The owner keeps `fd` open, and calls forget_fd() before it
+/// closes it.
+absl::StatusOr<std::string> fd_handle(int fd);
 void forget_fd(int fd);
 
 /// A descriptor of this process for the one a handle names, to be closed by the caller. The
@@ -30,9 +32,10 @@ void forget_fd(int fd);
 absl::StatusOr<int> take_fd(std::string_view handle);
 
 /// While one lives, this process answers takes of the descriptors it offered: a thread of
-/// its own serves the socket "weft-fds-PID" (Linux's abstract namespace, so nothing is left
-/// on a disk; ranks of one host share it when they share a network namespace). Made around
-/// the exchange of windows only; ranks of one process share one.
+/// its own serves the socket "weft-fds-PID-NONCE" (Linux's abstract namespace, so nothing is
+/// left on a disk; ranks of one host reach it when they share a network namespace). Made
+/// around the exchange of windows only; ranks of one process share one. A child forked
+/// meanwhile neither serves nor holds the name.
 class FdPost {
  public:
   FdPost();

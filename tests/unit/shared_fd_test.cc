@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <string>
 
@@ -54,9 +55,11 @@ TEST(SharedFd, AnotherProcessTakesAnOfferedDescriptor) {
   close(handle_pipe[0]);
   const int fd = memfd_with("window of the parent");
   FdPost post;
-  const std::string handle = fd_handle(fd);
-  ASSERT_EQ(write(handle_pipe[1], handle.data(), handle.size()), static_cast<ssize_t>(handle.size()));
-  close(handle_pipe[1]);
+  const std::string handle = fd_handle(fd).value();
+  const bool sent = write(handle_pipe[1], handle.data(), handle.size()) ==
+                    static_cast<ssize_t>(handle.size());
+  close(handle_pipe[1]);  // also when the write failed: the child must not wait for more
+  ASSERT_TRUE(sent);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);  // the child's take is bounded (10 s)
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not take " << handle;
@@ -67,7 +70,7 @@ TEST(SharedFd, AnotherProcessTakesAnOfferedDescriptor) {
 TEST(SharedFd, AWrongTokenOrAForgottenDescriptorGetsNothing) {
   const int fd = memfd_with("secret");
   FdPost post;
-  std::string handle = fd_handle(fd);
+  const std::string handle = fd_handle(fd).value();
   absl::StatusOr<int> taken = take_fd(handle);
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_EQ(contents(*taken), "secret");
@@ -85,7 +88,7 @@ TEST(SharedFd, AWrongTokenOrAForgottenDescriptorGetsNothing) {
 
 TEST(SharedFd, AnOwnerWithoutAPostIsAClearErrorAtOnce) {
   const int fd = memfd_with("nobody serves this");
-  const std::string handle = fd_handle(fd);  // no FdPost alive
+  const std::string handle = fd_handle(fd).value();  // no FdPost alive
   absl::StatusOr<int> taken = take_fd(handle);
   EXPECT_FALSE(taken.ok());
   EXPECT_THAT(taken.status().message(), HasSubstr("WEFT_CUDA_IPC=off"));
@@ -93,9 +96,40 @@ TEST(SharedFd, AnOwnerWithoutAPostIsAClearErrorAtOnce) {
   close(fd);
 }
 
+// A child forked while a post is up neither serves nor keeps the name: once the parent's post
+// goes, a new one comes up and serves.
+TEST(SharedFd, AChildForkedWhilePostingLeavesTheNameToTheParent) {
+  const int fd = memfd_with("after the fork");
+  pid_t child = -1;
+  {
+    FdPost post;
+    child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      sleep(3);  // alive, holding whatever it inherited, while the parent posts again
+      _exit(0);
+    }
+  }
+  FdPost again;
+  const std::string handle = fd_handle(fd).value();
+  absl::StatusOr<int> taken = take_fd(handle);
+  EXPECT_TRUE(taken.ok()) << taken.status();
+  if (taken.ok()) close(*taken);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  forget_fd(fd);
+  close(fd);
+}
+
 TEST(SharedFd, AMalformedHandleIsRefused) {
-  for (const char* bad : {"", "1234:7", "weft-fds-1:2", "weft-fds-x:2:00112233445566778899aabbccddeeff",
-                          "weft-fds-1:2:0011"}) {
+  const std::string nonce = "00112233445566778899aabbccddeeff", token = nonce;
+  const std::string good = "weft-fds-1-" + nonce + ":2:" + token;
+  ASSERT_TRUE(take_fd(good).status().code() != absl::StatusCode::kInvalidArgument) << good;
+  for (const std::string& bad :
+       {std::string(""), std::string("1234:7"), "weft-fds-1:2:" + token,  // no nonce
+        "weft-fds-1x-" + nonce + ":2:" + token, "weft-fds-1-" + nonce + ":2x:" + token,
+        "weft-fds-1-" + nonce + ":2:" + token + "0", "weft-fds-1-" + nonce + ":2:" + token.substr(1) + "g",
+        "weft-fds-1-" + nonce.substr(2) + ":2:" + token, "weft-fds-1-" + nonce + "::" + token}) {
     absl::StatusOr<int> taken = take_fd(bad);
     EXPECT_EQ(taken.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
