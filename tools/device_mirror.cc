@@ -52,14 +52,6 @@ class StandInMirror : public DeviceMirror {
   device::StandInStream stream_;
 };
 
-// The extent of a call's buffers that prepare() wrote: its inputs and its whole result area,
-// in both the send and the receive buffer (the larger of input and result, per rank count).
-size_t extent(const Call& call, int nranks) {
-  const bool per_rank = call.kind == CollectiveKind::kAllgather ||
-                        call.kind == CollectiveKind::kReduceScatter;
-  return call.count * size_of(call.type) * (per_rank ? static_cast<size_t>(nranks) : 1);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceMirror>> DeviceMirror::open(size_t bytes, int local_rank) {
@@ -84,7 +76,9 @@ Placement DeviceMirror::on_device(const Placement& at, Buffers& host) const {
 }
 
 absl::Status DeviceMirror::upload(const Call& call, Buffers& host, int nranks) {
-  const size_t bytes = extent(call, nranks);
+  // What prepare() wrote, in either buffer, lies within the call's size (the larger of its
+  // input and its result).
+  const size_t bytes = bytes_of(call, nranks);
   absl::Status s = copy(send_, host.send(), bytes);
   return s.ok() ? copy(recv_, host.recv(), bytes) : s;
 }

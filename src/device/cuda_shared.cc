@@ -144,10 +144,8 @@ absl::StatusOr<std::pair<std::byte*, std::string>> CudaShared::share(size_t byte
     return driver_error(r, "cuMemExportToShareableHandle");
   }
   exported_.push_back(fd);
-  auto handle = fd_handle(fd);
-  if (!handle.ok()) return handle.status();
   // The size rides with the handle: a peer's GPU may round by another granularity.
-  return std::make_pair(*p, absl::StrCat(*handle, "/", *size));
+  return std::make_pair(*p, absl::StrCat(fd_handle(fd), "/", *size));
 }
 
 absl::StatusOr<std::byte*> CudaShared::open(std::string_view handle, size_t bytes) {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "src/base/deadline.hpp"
+#include "src/base/job_secret.hpp"
 
 namespace weft::device {
 namespace {
@@ -129,31 +129,20 @@ void after_fork_child() {
   p.life_mu.unlock();
 }
 
-// `bytes` random bytes in hex.
-absl::StatusOr<std::string> random_hex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  size_t got = 0;
-  while (got < bytes) {
-    const ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-    } else if (errno != EINTR) {
-      return errno_error("getrandom, for a shared memory handle's token");
-    }
-  }
-  return absl::BytesToHexString(raw);
+// 128 random bits in hex (the kernel's, as the job's own nonces).
+std::string random_hex() {
+  const Nonce bytes = fresh_nonce();
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
+static_assert(sizeof(Nonce) * 2 == kTokenHex);
 
 // The post's socket name, made by each post (or at first use without one). Its nonce,
 // published only in handles, keeps anyone from taking the name first, and keeps apart
 // processes of equal pid in other PID namespaces that share this network namespace. Called
 // with mu held.
-absl::StatusOr<std::string> name_locked() {
-  if (post().name.empty()) {
-    auto nonce = random_hex(kTokenHex / 2);
-    if (!nonce.ok()) return nonce.status();
-    post().name = absl::StrCat(kPrefix, getpid(), "-", *nonce);
-  }
+const std::string& name_locked() {
+  if (post().name.empty()) post().name = absl::StrCat(kPrefix, getpid(), "-", random_hex());
   return post().name;
 }
 
@@ -263,14 +252,12 @@ absl::StatusOr<Parsed> parse(std::string_view handle) {
 
 }  // namespace
 
-absl::StatusOr<std::string> fd_handle(int fd) {
-  auto token = random_hex(kTokenHex / 2);
-  if (!token.ok()) return token.status();
+std::string fd_handle(int fd) {
+  std::string token = random_hex();
   std::lock_guard<std::mutex> lock(post().mu);
-  auto name = name_locked();
-  if (!name.ok()) return name.status();
-  post().offered[fd] = *token;
-  return absl::StrCat(*name, ":", fd, ":", *token);
+  std::string handle = absl::StrCat(name_locked(), ":", fd, ":", token);
+  post().offered[fd] = std::move(token);
+  return handle;
 }
 
 void forget_fd(int fd) {
@@ -345,7 +332,7 @@ absl::StatusOr<int> take_fd(std::string_view handle) {
 FdPost::FdPost() {
   std::lock_guard<std::mutex> lock(post().life_mu);
   if (post().users++ > 0) return;
-  absl::StatusOr<std::string> name;
+  std::string name;
   {
     // A name of its own for each post: a child forked under the last one may still hold
     // that one's name until it runs, and it would take the connections.
@@ -355,12 +342,11 @@ FdPost::FdPost() {
   }
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   socklen_t len = 0;
-  const sockaddr_un me = name.ok() ? address_of(*name, &len) : sockaddr_un{};
-  if (!name.ok() || s < 0 || bind(s, reinterpret_cast<const sockaddr*>(&me), len) != 0 ||
-      listen(s, 64) != 0) {
+  const sockaddr_un me = address_of(name, &len);
+  if (s < 0 || bind(s, reinterpret_cast<const sockaddr*>(&me), len) != 0 || listen(s, 64) != 0) {
     // Takers then find nothing and say so; the ranks agree to stage instead.
     std::fprintf(stderr, "weft: cannot serve the cuda_ipc windows' descriptors: %s\n",
-                 name.ok() ? std::strerror(errno) : std::string(name.status().message()).c_str());
+                 std::strerror(errno));
     if (s >= 0) close(s);
     return;
   }

@@ -23,7 +23,7 @@ namespace weft::device {
 /// Offers this process's descriptor `fd` to takers: its handle,
 /// "weft-fds-PID-NONCE:FD:TOKEN". The owner keeps `fd` open, and calls forget_fd() before it
 /// closes it.
-absl::StatusOr<std::string> fd_handle(int fd);
+std::string fd_handle(int fd);
 void forget_fd(int fd);
 
 /// A descriptor of this process for the one a handle names, to be closed by the caller. The

@@ -143,9 +143,7 @@ class StandInCopier : public Copier {
       return p.status();
     }
     shared_fds_.push_back(fd);
-    auto handle = fd_handle(fd);
-    if (!handle.ok()) return handle.status();
-    return Shared{*p, *std::move(handle)};
+    return Shared{*p, fd_handle(fd)};
   }
 
   absl::StatusOr<std::byte*> open_shared(std::string_view handle, size_t bytes) override {

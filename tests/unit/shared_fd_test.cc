@@ -55,7 +55,7 @@ TEST(SharedFd, AnotherProcessTakesAnOfferedDescriptor) {
   close(handle_pipe[0]);
   const int fd = memfd_with("window of the parent");
   FdPost post;
-  const std::string handle = fd_handle(fd).value();
+  const std::string handle = fd_handle(fd);
   const bool sent = write(handle_pipe[1], handle.data(), handle.size()) ==
                     static_cast<ssize_t>(handle.size());
   close(handle_pipe[1]);  // also when the write failed: the child must not wait for more
@@ -70,7 +70,7 @@ TEST(SharedFd, AnotherProcessTakesAnOfferedDescriptor) {
 TEST(SharedFd, AWrongTokenOrAForgottenDescriptorGetsNothing) {
   const int fd = memfd_with("secret");
   FdPost post;
-  const std::string handle = fd_handle(fd).value();
+  const std::string handle = fd_handle(fd);
   absl::StatusOr<int> taken = take_fd(handle);
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_EQ(contents(*taken), "secret");
@@ -88,7 +88,7 @@ TEST(SharedFd, AWrongTokenOrAForgottenDescriptorGetsNothing) {
 
 TEST(SharedFd, AnOwnerWithoutAPostIsAClearErrorAtOnce) {
   const int fd = memfd_with("nobody serves this");
-  const std::string handle = fd_handle(fd).value();  // no FdPost alive
+  const std::string handle = fd_handle(fd);  // no FdPost alive
   absl::StatusOr<int> taken = take_fd(handle);
   EXPECT_FALSE(taken.ok());
   EXPECT_THAT(taken.status().message(), HasSubstr("WEFT_CUDA_IPC=off"));
@@ -111,7 +111,7 @@ TEST(SharedFd, AChildForkedWhilePostingLeavesTheNameToTheParent) {
     }
   }
   FdPost again;
-  const std::string handle = fd_handle(fd).value();
+  const std::string handle = fd_handle(fd);
   absl::StatusOr<int> taken = take_fd(handle);
   EXPECT_TRUE(taken.ok()) << taken.status();
   if (taken.ok()) close(*taken);
