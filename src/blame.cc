@@ -44,21 +44,39 @@ Blamed blame(const absl::Status& failure, const transport::TransportInit& contro
   for (const PeerInfo& p : peers) {
     if (p.rank != control.rank) asked.emplace_back(p.rank, p.address_of(kControlAddress));
   }
+  return judge(failure, control.rank, transport::tcp::ask_alive(control, asked, wait), wait);
+}
+
+Blamed judge(const absl::Status& failure, int rank, const std::vector<PeerAnswer>& answers,
+             absl::Duration wait) {
   std::vector<int> silent, gone;
-  std::map<int, std::vector<int>> reports;  // culprit -> ranks that concluded so themselves
+  std::map<int, std::vector<int>> reports;       // culprit -> ranks that concluded so themselves
+  std::map<int, std::vector<int>> gone_reports;  // culprit -> ranks that saw its port refuse
   std::map<int, Blame::Kind> reported_kind;
-  for (const PeerAnswer& a : transport::tcp::ask_alive(control, asked, wait)) {
+  for (const PeerAnswer& a : answers) {
     if (a.outcome == PeerAnswer::kSilent) silent.push_back(a.rank);
     if (a.outcome == PeerAnswer::kGone) gone.push_back(a.rank);
     if (a.outcome == PeerAnswer::kAlive && a.blame.kind != Blame::kNone) {
       reports[a.blame.rank].push_back(a.rank);
       reported_kind[a.blame.rank] = a.blame.kind;
+      if (a.blame.kind == Blame::kGone) gone_reports[a.blame.rank].push_back(a.rank);
     }
   }
-  const std::string me = absl::StrCat("rank ", control.rank);
+  const std::string me = absl::StrCat("rank ", rank);
   Blamed out;
   std::string finding;
-  if (!silent.empty()) {
+  if (!silent.empty() && gone_reports.count(silent[0])) {
+    // A killed process keeps its port open, answering nothing, until the kernel has torn
+    // down its memory (hundreds of ms for a large one): silence here and a refused port
+    // elsewhere is one exiting process, and the refusal is the stronger evidence.
+    const int culprit = silent[0];
+    out.conclusion = Blame{Blame::kGone, culprit};
+    finding = absl::StrCat("rank ", culprit, " is gone (", me, " heard it from ",
+                           ranks_text(gone_reports[culprit]),
+                           ", which saw its port refuse connections; ", me,
+                           " itself had no answer to a liveness query within ",
+                           absl::FormatDuration(wait), ")");
+  } else if (!silent.empty()) {
     out.conclusion = Blame{Blame::kStopped, silent[0]};
     finding = absl::StrCat(ranks_text(silent), " stopped answering (", me, " saw it: no answer to a liveness query within ",
                            absl::FormatDuration(wait), corroboration(reports, silent[0]), ")");

@@ -9,7 +9,8 @@
 // same ranks the same question, so where a rank is stopped or gone for everyone they all
 // name it, without a round of agreement that a stopped rank could hold up. A stopped rank
 // is blamed before a gone one: ranks that gave up and exited are gone too, but only after
-// the fault.
+// the fault. A killed process stays silent until its exit closes its port, so a rank that
+// others saw refuse is gone even where this rank only met its silence.
 #pragma once
 
 #include <vector>
@@ -34,5 +35,10 @@ bool worth_blaming(const absl::Status& failure);
 /// most `wait`, and returns `failure` with what was found said first.
 Blamed blame(const absl::Status& failure, const transport::TransportInit& control,
              const std::vector<PeerInfo>& peers, absl::Duration wait);
+
+/// What `blame` concludes from the answers `rank` got to its liveness queries (each waited
+/// `wait` at most); apart so that every combination of answers can be tested.
+Blamed judge(const absl::Status& failure, int rank,
+             const std::vector<transport::tcp::PeerAnswer>& answers, absl::Duration wait);
 
 }  // namespace weft::detail
