@@ -3,7 +3,11 @@
 // every byte in order both ways; a link whose peer closed its paths (it exited) still fails
 // at once; and when no relay reaches the far end the error says so. A link asked to detour
 // (a link health isolated) moves onto such a path while bytes flow, and back. Ranks are
-// threads of this process, over loopback.
+// threads of this process, over loopback. The far end pairs a path's two sockets only when
+// they come from one attempt of the dialer's.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +18,7 @@
 #include "tests/unit/transport_harness.hpp"
 #include "transport/tcp/context.hpp"
 #include "transport/tcp/pair.hpp"
+#include "transport/tcp/relay.hpp"
 
 namespace weft::transport {
 namespace {
@@ -222,6 +227,40 @@ TEST(TcpRelay, OffMeansTheLinkFailsAsBefore) {
   tcp_of(a).inject_partition();
   const auto st = exchange(*a, *b, 1 << 20, 4, absl::Seconds(5));
   EXPECT_NE(st[0].message().find("has no path left"), std::string::npos) << st[0];
+}
+
+bool is_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+// An attempt that failed after its data socket reached the far end leaves that socket
+// there; the next attempt's sockets pair with each other, never with it, and a socket of an
+// attempt given up that arrives late is closed. (Paired across attempts, the ends once ran a
+// path over sockets the other end never read, and a call waited out its deadline.)
+TEST(TcpRelay, APathPairsOnlySocketsOfOneAttempt) {
+  tcp::PathIntake intake(/*peer=*/0);
+  int fds[5];
+  for (int& fd : fds) fd = ::dup(STDERR_FILENO);
+  intake.offer(0, /*attempt=*/3, fds[0], "rank 2");  // attempt 3 failed after this one
+  EXPECT_FALSE(intake.ready());
+  intake.offer(1, /*attempt=*/4, fds[1], "rank 3");
+  EXPECT_FALSE(intake.ready()) << "paired attempt 4's control with attempt 3's data";
+  EXPECT_FALSE(is_open(fds[0])) << "attempt 3's unpaired socket stays open";
+  intake.offer(1, /*attempt=*/3, fds[2], "rank 2");  // late, from the attempt given up
+  EXPECT_FALSE(is_open(fds[2]));
+  EXPECT_FALSE(intake.ready());
+  intake.offer(0, /*attempt=*/4, fds[3], "rank 3");
+  ASSERT_TRUE(intake.ready());
+  auto path = intake.take();
+  ASSERT_TRUE(path.has_value());
+  EXPECT_EQ(path->data, fds[3]);
+  EXPECT_EQ(path->control, fds[1]);
+  EXPECT_EQ(path->attempt, 4u);
+  EXPECT_EQ(path->via, "rank 3");
+  EXPECT_FALSE(intake.ready());
+  ::close(path->data);
+  ::close(path->control);
+  intake.offer(0, /*attempt=*/2, fds[4], "rank 2");  // older than the path just taken
+  EXPECT_FALSE(is_open(fds[4]));
+  EXPECT_FALSE(intake.take().has_value());
 }
 
 }  // namespace

@@ -199,9 +199,12 @@ bool Listener::answer_hello(Pending& p) {
     }
   } else if (h.from_rank >= rank) {
     why = absl::StrCat("rank ", h.from_rank, " should not dial rank ", rank, " (the lower dials)");
-  } else if (h.verdict == kAddPath && (h.rail_count != 2 || h.rail > 1)) {
-    why = absl::StrCat("it offers socket ", h.rail, " of ", h.rail_count,
-                       " of a new path, which has two");
+  } else if (h.verdict == kAddPath) {
+    // `rail` numbers the dialer's attempt and the socket of the path (relay.hpp).
+    if (h.rail_count != 2) {
+      why = absl::StrCat("it offers a socket of a new path of ", h.rail_count,
+                         " sockets, and a path has two");
+    }
   } else if (h.rail_count == 0 || h.rail_count % 2 != 0 || h.rail_count > 2 * kMaxRails) {
     // The dialer opens an outbound and an inbound socket per path, at most kMaxRails paths.
     why = absl::StrCat("it opens a link of ", h.rail_count,
@@ -268,7 +271,8 @@ void Listener::check_proof(Pending& p) {
   }
   if (p.hello.verdict == kRelay) return relays_->relay(p.fd, from, static_cast<int>(p.hello.rail));
   if (p.hello.verdict == kAddPath) {
-    return relays_->deliver(from, static_cast<int>(p.hello.rail), p.fd,
+    // kAddPath's rail: the dialer's attempt, then which socket of the path (relay.hpp).
+    return relays_->deliver(from, static_cast<int>(p.hello.rail & 1U), p.hello.rail >> 1, p.fd,
                             absl::StrCat("a relay at ", p.from));
   }
   if (auto late = missing_.find(from);

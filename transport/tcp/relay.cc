@@ -152,12 +152,23 @@ PathIntake::~PathIntake() {
   if (pending_.control >= 0) ::close(pending_.control);
 }
 
-void PathIntake::offer(int which, int fd, std::string via) {
+void PathIntake::offer(int which, uint32_t attempt, int fd, std::string via) {
   MutexLock lock(&mu_);
+  if (attempt < last_attempt_) {  // a socket of an attempt the dialer has given up
+    ::close(fd);
+    return;
+  }
+  if (attempt > last_attempt_) {  // what an earlier attempt left unpaired never pairs
+    for (int* slot : {&pending_.data, &pending_.control}) {
+      if (*slot >= 0) ::close(std::exchange(*slot, -1));
+    }
+    last_attempt_ = attempt;
+  }
   int& slot = which == 0 ? pending_.data : pending_.control;
-  if (slot >= 0) ::close(slot);  // an earlier attempt's, left unpaired
+  if (slot >= 0) ::close(slot);  // the same attempt's again: cannot happen, but keep one
   slot = fd;
   pending_.via = std::move(via);
+  pending_.attempt = attempt;
   if (pending_.data >= 0 && pending_.control >= 0) ready_.store(true, std::memory_order_release);
 }
 
@@ -241,8 +252,9 @@ void Relays::tick() {
     }
     const int peer = it->first;
     ++it;
-    // The dialer of the link adds its paths, as it made the first ones.
-    if (peer < init_.rank || !intake->wanted() || dialing_[peer]) continue;
+    // The dialer of the link adds its paths, as it made the first ones; not while its pair
+    // has yet to take the last one (it still wants one until then).
+    if (peer < init_.rank || !intake->wanted() || intake->ready() || dialing_[peer]) continue;
     dialing_[peer] = true;
     start([this, intake] { add_path(intake); });
   }
@@ -257,10 +269,16 @@ void Relays::add_path(std::shared_ptr<PathIntake> intake) {
     order = candidates(peer);
     peers = peers_;
   }
+  const auto next_attempt = [this] {
+    MutexLock lock(&mu_);
+    attempts_ = (attempts_ + 1) & (UINT32_MAX >> 1);  // it travels shifted left by one
+    return attempts_;
+  };
   std::string failures;
   for (int r : order) {
     if (stopping_.load() || !intake->wanted()) break;
     const Deadline d = Deadline::after(absl::Milliseconds(init_.path_timeout_ms));
+    const uint32_t attempt = next_attempt();
     int fds[2] = {-1, -1};
     absl::Status st;
     for (int which = 0; which < 2 && st.ok(); ++which) {
@@ -277,14 +295,14 @@ void Relays::add_path(std::shared_ptr<PathIntake> intake) {
       if (!st.ok()) break;
       Handshake through;
       through.to_rank = static_cast<uint32_t>(peer), through.verdict = kAddPath;
-      through.rail = static_cast<uint32_t>(which), through.rail_count = 2;
+      through.rail = attempt << 1 | static_cast<uint32_t>(which), through.rail_count = 2;
       st = shake_hands(*fd, init_, through, d, stopping_);
       if (!st.ok()) st = absl::Status(st.code(), absl::StrCat("through it to rank ", peer, ": ",
                                                               st.message()));
     }
     if (st.ok()) {
-      intake->offer(0, fds[0], absl::StrCat("rank ", r));
-      intake->offer(1, fds[1], absl::StrCat("rank ", r));
+      intake->offer(0, attempt, fds[0], absl::StrCat("rank ", r));
+      intake->offer(1, attempt, fds[1], absl::StrCat("rank ", r));
       break;
     }
     for (int fd : fds) {
@@ -336,7 +354,7 @@ void Relays::relay(int fd, int from, int to) {
   });
 }
 
-void Relays::deliver(int from, int which, int fd, const std::string& via) {
+void Relays::deliver(int from, int which, uint32_t attempt, int fd, const std::string& via) {
   std::shared_ptr<PathIntake> intake;
   {
     MutexLock lock(&mu_);
@@ -349,7 +367,7 @@ void Relays::deliver(int from, int which, int fd, const std::string& via) {
     ::close(fd);
     return;
   }
-  intake->offer(which, fd, via);
+  intake->offer(which, attempt, fd, via);
 }
 
 }  // namespace weft::transport::tcp

@@ -7,13 +7,17 @@
 //   A, the link's dialer            R, a relay                      B
 //   socket to R: hello kRelay (to R, rail = B), ack, proof
 //                                   R dials B, then copies bytes both ways
-//   through R: hello kAddPath (A to B, rail 0 data or 1 control), ack, proof
+//   through R: hello kAddPath (A to B, rail = attempt << 1 | 0 data, 1 control), ack, proof
 //                                                                   B's listener hands it to
 //                                                                   its link to A
 //
 // A path is two sockets, so A makes two. Each end's pair is stranded rather than failed when
 // its last path times out, asks for a path (PathIntake::want), and adopts one once both its
-// sockets are in. A link whose paths ended in a close or a reset lost a peer that exited:
+// sockets are in. Both sockets carry the number of A's attempt, and B pairs only sockets of
+// one attempt: an attempt that failed halfway leaves one socket behind at B, and a later
+// attempt's twin must not be paired with it (the ends would run the path over different
+// sockets, and A would send where B never reads). A makes one attempt at a time, and none
+// while its own pair has not yet taken the last one in. A link whose paths ended in a close or a reset lost a peer that exited:
 // it fails at once, as before. A's transport tries relays on a third host first.
 #pragma once
 
@@ -43,6 +47,7 @@ class PathIntake {
     int data = -1;
     int control = -1;
     std::string via;  ///< "rank 2", for the log
+    uint32_t attempt = 0;  ///< the dialer's attempt both sockets came from
   };
 
   explicit PathIntake(int peer) : peer_(peer) {}
@@ -52,11 +57,14 @@ class PathIntake {
   /// The pair, when it becomes stranded (true) or has a path again (false).
   void want(bool yes) { wanted_.store(yes, std::memory_order_release); }
   bool wanted() const { return wanted_.load(std::memory_order_acquire); }
-  /// Socket `which` (0 data, 1 control) of a new path through `via`; replaces an unpaired
-  /// one of the same kind. Takes ownership of `fd`.
-  void offer(int which, int fd, std::string via);
+  /// Socket `which` (0 data, 1 control) of the dialer's attempt `attempt` at a new path
+  /// through `via`. An unpaired socket of an earlier attempt is closed; so is `fd` when it
+  /// comes from an earlier attempt than one already in. Takes ownership of `fd`.
+  void offer(int which, uint32_t attempt, int fd, std::string via);
   /// A whole new path, if one is in; one atomic load when none is.
   std::optional<NewPath> take();
+  /// Whether a whole path is in, not yet taken.
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
   /// Why the last attempt to add a path failed, for the pair's error.
   void note_failure(std::string why);
   std::string failure() const;
@@ -67,6 +75,7 @@ class PathIntake {
   std::atomic<bool> ready_{false};
   mutable Mutex mu_;
   NewPath pending_ ABSL_GUARDED_BY(mu_);
+  uint32_t last_attempt_ ABSL_GUARDED_BY(mu_) = 0;  ///< the newest attempt offered
   std::string failure_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -90,8 +99,9 @@ class Relays {
   void tick();
   /// A proven kRelay socket from rank `from`: connects it through to rank `to`. Takes `fd`.
   void relay(int fd, int from, int to);
-  /// A proven kAddPath socket from rank `from` (which: 0 data, 1 control). Takes `fd`.
-  void deliver(int from, int which, int fd, const std::string& via);
+  /// A proven kAddPath socket from rank `from` (which: 0 data, 1 control) of that rank's
+  /// attempt `attempt`. Takes `fd`.
+  void deliver(int from, int which, uint32_t attempt, int fd, const std::string& via);
 
  private:
   struct Peer {
@@ -111,6 +121,7 @@ class Relays {
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, std::weak_ptr<PathIntake>> intakes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, bool> dialing_ ABSL_GUARDED_BY(mu_);  ///< peer -> attempt under way
+  uint32_t attempts_ ABSL_GUARDED_BY(mu_) = 0;  ///< this rank's attempts, numbered from 1
   std::vector<int> copied_fds_ ABSL_GUARDED_BY(mu_);  ///< sockets the relay copies between
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
