@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "transport/tcp/address.hpp"
+#include "tests/unit/free_port.hpp"
 #include "transport/tcp/rails.hpp"
 
 namespace weft::bootstrap_test {
@@ -40,17 +41,8 @@ inline PeerInfo peer(int r) {
   return p;
 }
 
-// A port nothing listens on right now (the kernel's pick for a socket we then close).
-inline uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_storage ss;
-  socklen_t len = RendezvousAddress::loopback_v4(0).to_sockaddr(ss);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&ss), len), 0);
-  len = sizeof(ss);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  close(fd);
-  return RendezvousAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len)->port;
-}
+// A port nothing listens on right now, clear of the ports the kernel hands out.
+inline uint16_t free_port() { return weft::testing::free_loopback_port(); }
 
 using Result = absl::StatusOr<std::vector<PeerInfo>>;
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tests/unit/fault_rank.hpp"
+#include "tests/unit/free_port.hpp"
 
 namespace weft::fault_test {
 
@@ -71,23 +72,7 @@ inline std::string describe_wait_status(int status) {
   return absl::StrCat("wait status ", status);
 }
 
-// A loopback port nothing listens on right now (the kernel's pick for a socket we close).
-inline uint16_t free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
+using weft::testing::free_loopback_port;
 
 // /dev/shm names that start with `prefix` (no leading slash).
 inline std::set<std::string> shm_entries(const std::string& prefix) {
