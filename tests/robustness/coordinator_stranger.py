@@ -16,21 +16,14 @@ Exits 0 on success, 1 on failure.
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
-from job_tools import report
+from job_tools import free_port, report
 
 RANKS = 4
 WEFT_TIMEOUT_S = 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(weft, rank, env):

@@ -1,8 +1,31 @@
-"""Helpers for the robustness tests that run a real job: its ranks' pids under mpirun, ending
-the whole job whatever state it is in, and the closing report."""
+"""Helpers for the robustness tests that run a real job: a port for its coordinator, its
+ranks' pids under mpirun, ending the whole job whatever state it is in, and the closing
+report."""
 
 import os
+import random
 import signal
+import socket
+
+
+def free_port():
+    """A free loopback port below the kernel's ephemeral range (ip_local_port_range): a port
+    the kernel picked for a socket bound to port 0 may be its pick again at once, for a rank's
+    own listener, before the coordinator listens there (tests/unit/free_port.hpp)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    candidates = [random.randrange(10000, low) for _ in range(64)] if low - 10000 >= 1000 else []
+    for port in candidates + [0]:
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+                return s.getsockname()[1]
+        except OSError:
+            continue
+    raise OSError("no free loopback port")
 
 
 def rank_pids(mpirun_pid):

@@ -18,12 +18,11 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-from job_tools import end_job, rank_pids, report
+from job_tools import end_job, free_port, rank_pids, report
 
 RANKS = 2
 START_S = 60
@@ -62,12 +61,6 @@ def check(name, pids, failures):
     for pid, addr in sockets:
         if not addr.startswith("127.0.0.1:"):
             failures.append(f"{name}: rank pid {pid} listens on {addr}, not on loopback")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
