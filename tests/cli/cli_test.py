@@ -17,11 +17,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+# A coordinator port below the kernel's ephemeral range, shared with the robustness scripts.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "robustness"))
+from job_tools import free_port  # noqa: E402
 
 COMMAND_TIMEOUT_S = 60  # any one command
 WEFT_TIMEOUT_S = "20"   # any wait inside weft
@@ -34,12 +37,6 @@ class Skip(Exception):
 
 class Failure(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
 def clean_env(extra=None):
