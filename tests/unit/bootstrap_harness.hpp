@@ -24,8 +24,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "transport/tcp/address.hpp"
 #include "tests/unit/free_port.hpp"
+#include "transport/tcp/address.hpp"
 #include "transport/tcp/rails.hpp"
 
 namespace weft::bootstrap_test {
