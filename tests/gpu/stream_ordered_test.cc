@@ -11,10 +11,12 @@
 // scripts/gpu-check runs it as it is and with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream
 // on one hardware queue).
 #include <cuda_runtime.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +35,7 @@ namespace {
 constexpr int kSkipped = 77;
 constexpr size_t kCount = (1 << 20) + 3;  // floats: several pieces of WEFT_STAGING_BYTES
 constexpr int kCalls = 4;
+constexpr int kRankSeconds = 120;  // WEFT_TIMEOUT is 60: a rank that fails says so first
 
 std::string hex(const weftUniqueId& id) {
   std::string out;
@@ -78,8 +81,14 @@ int run_rank(int rank, int ranks, const weftUniqueId& id) {
   cudaLaunchHostFunc(stream, [](void*) {
     while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }, nullptr);
-  std::vector<float> mine(kCount, static_cast<float>(rank + 1));
-  cudaMemcpyAsync(x, mine.data(), kCount * sizeof(float), cudaMemcpyHostToDevice, stream);
+  // The input from pinned memory: a copy from pageable memory returns only once its stream
+  // has run it, which the gate holds back until after this copy returned.
+  float* mine = nullptr;
+  if (cudaMallocHost(&mine, kCount * sizeof(float)) != cudaSuccess) {
+    return fail(rank, "cudaMallocHost failed");
+  }
+  std::fill(mine, mine + kCount, static_cast<float>(rank + 1));
+  cudaMemcpyAsync(x, mine, kCount * sizeof(float), cudaMemcpyHostToDevice, stream);
   for (int c = 0; c < kCalls; ++c) {
     if (weftAllReduce(x, x, kCount, weftFloat, weftSum, comm, stream) != weftSuccess) {
       return fail(rank, std::string("weftAllReduce: ") + weftGetLastError(comm));
@@ -134,6 +143,7 @@ int run_rank(int rank, int ranks, const weftUniqueId& id) {
                           std::to_string(got[0]));
   }
   weftCommDestroy(comm);
+  cudaFreeHost(mine);
   cudaFree(x);
   cudaStreamDestroy(stream);
   std::printf("stream_ordered_test: rank %d of %d: %d calls returned before their stream ran "
@@ -166,10 +176,25 @@ int main(int argc, char** argv) {
     }
     children.push_back(pid);
   }
+  // Every rank ends within kRankSeconds or is killed: a hang is a failure that says which
+  // rank, not a check that never ends.
   int failed = 0, skipped = 0;
-  for (pid_t pid : children) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kRankSeconds);
+  for (size_t r = 0; r < children.size(); ++r) {
     int status = 0;
-    waitpid(pid, &status, 0);
+    pid_t done = 0;
+    while ((done = waitpid(children[r], &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (done == 0) {
+      fail(static_cast<int>(r), "did not finish within " + std::to_string(kRankSeconds) +
+                                    " s: killed (a wait that never ended)");
+      kill(children[r], SIGKILL);
+      waitpid(children[r], &status, 0);
+      ++failed;
+      continue;
+    }
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     failed += code != 0 && code != kSkipped;
     skipped += code == kSkipped;
