@@ -110,6 +110,10 @@ class Comm : public LinkProvider, public LinkTending {
   /// allgather of addresses) and agrees with every rank that all could (one host allreduce):
   /// then ipc_ is made. Otherwise, or where any rank could not, calls stage.
   absl::Status open_ipc();
+  /// A call ordered on a stream in a communicator of one rank: nothing crosses a link, so
+  /// the stream copies the input to the output (where they are apart) and moves the words
+  /// past call number `piece` itself, and engine_ has nothing to run.
+  absl::Status queue_local(void* stream, const CollectiveArgs& args, uint32_t piece);
   /// engine_'s side of a call queued on ipc_.
   absl::Status run_ipc(CollectiveArgs& args, const CallOptions& options, const Engine::Plan& plan);
   /// Whether device call number `call` (counted from 1 on every rank alike) takes ipc_: not

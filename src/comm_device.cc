@@ -18,6 +18,7 @@ namespace {
 // Engine::Plan::path: how a call ordered on a stream moves its data.
 constexpr int kStagingPath = 0;  // through pinned host buffers over the host path
 constexpr int kIpcPath = 1;      // GPU to GPU through the cuda_ipc windows
+constexpr int kLocalPath = 2;    // one rank: the stream's own copy, no host round (queue_local)
 
 }  // namespace
 
@@ -51,6 +52,10 @@ absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options
   if (engine_ == nullptr) {
     auto queue = [this](const CollectiveArgs& call, const CallOptions& call_options,
                         Engine::Plan& plan) -> absl::Status {
+      if (size_ == 1) {
+        plan.path = kLocalPath;  // one piece
+        return queue_local(call_options.stream, call, plan.first);
+      }
       auto n = staging_->pieces(call, size_);
       if (!n.ok()) return n.status();
       plan.pieces = *n;
@@ -71,7 +76,8 @@ absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options
       if (s.ok()) {
         s = !queued.ok()                 ? queued
             : plan.path == kStagingPath ? run_queued(call, call_options, plan.first)
-                                        : run_ipc(call, call_options, plan);
+            : plan.path == kIpcPath     ? run_ipc(call, call_options, plan)
+                                        : absl::OkStatus();  // kLocalPath: the stream's
         if (!s.ok() && !failed_.load(std::memory_order_acquire)) fail(s);
       }
       return s;
@@ -87,6 +93,24 @@ absl::Status Comm::submit(const CollectiveArgs& args, const CallOptions& options
                                                s.message()));
   }
   return s;
+}
+
+absl::Status Comm::queue_local(void* stream, const CollectiveArgs& args, uint32_t piece) {
+  device::Copier& copier = staging_->copier();
+  using device::Word;
+  // As every path does: the calls before, on this stream or another, are out first, so
+  // that the words only move forward.
+  if (auto s = copier.wait_on(stream, Word::kOut, piece - 1); !s.ok()) return s;
+  // One rank's result of every collective is its input (an average of one is the value).
+  const size_t bytes =
+      args.kind == CollectiveKind::kBarrier ? 0 : args.count * size_of(args.type);
+  if (bytes > 0 && args.send != args.recv) {
+    if (auto s = copier.copy_on(stream, args.recv, bytes, args.send, bytes, bytes, 1); !s.ok()) {
+      return s;
+    }
+  }
+  if (auto s = copier.signal_on(stream, Word::kIn, piece); !s.ok()) return s;
+  return copier.signal_on(stream, Word::kOut, piece);
 }
 
 absl::Status Comm::run_ipc(CollectiveArgs& args, const CallOptions& options,
