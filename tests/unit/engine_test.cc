@@ -188,5 +188,31 @@ TEST_P(Engine, AFailureAfterTheCallReturnedIsTheAsyncErrorAndTheStreamGoesOn) {
   destroy(comms);
 }
 
+// One rank: no collective runs, the stream copies (Comm::queue_local). A call on another
+// stream still waits for the call before it: here the second reads what the first writes.
+TEST(EngineOneRank, ACallOnAnotherStreamWaitsForTheCallBefore) {
+  ScopedEnv stand_in("WEFT_DEVICE_STAND_IN", "on");
+  std::vector<weftComm_t> comms = init_comms(1);
+  ASSERT_EQ(comms.size(), 1u);
+  device::StandInStream first, second;
+  std::vector<float> in(kCount), middle(kCount, -1.0f), out(kCount, -2.0f);
+  for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>(i % 7 + 1);
+  Gate gate(first);
+  ASSERT_EQ(weftAllReduce(in.data(), middle.data(), kCount, weftFloat, weftSum, comms[0], &first),
+            weftSuccess)
+      << last_error(comms[0]);
+  ASSERT_EQ(weftAllGather(middle.data(), out.data(), kCount, weftFloat, comms[0], &second),
+            weftSuccess)
+      << last_error(comms[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(middle[0], -1.0f);  // held at the gate
+  EXPECT_EQ(out[0], -2.0f);     // and so is the call on the other stream
+  gate.open();
+  first.synchronize();
+  second.synchronize();
+  for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[i], in[i]) << "element " << i;
+  destroy(comms);
+}
+
 }  // namespace
 }  // namespace weft::testing
