@@ -102,8 +102,7 @@ absl::Status Comm::queue_local(void* stream, const CollectiveArgs& args, uint32_
   // that the words only move forward.
   if (auto s = copier.wait_on(stream, Word::kOut, piece - 1); !s.ok()) return s;
   // One rank's result of every collective is its input (an average of one is the value).
-  const size_t bytes =
-      args.kind == CollectiveKind::kBarrier ? 0 : args.count * size_of(args.type);
+  const size_t bytes = args.kind == CollectiveKind::kBarrier ? 0 : args.count * args.elem_bytes();
   if (bytes > 0 && args.send != args.recv) {
     if (auto s = copier.copy_on(stream, args.recv, bytes, args.send, bytes, bytes, 1); !s.ok()) {
       return s;
