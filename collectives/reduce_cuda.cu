@@ -218,4 +218,28 @@ absl::Status finish_average_on_device(void* buf, size_t count, DataType type, in
   return for_type(type, [&]<DataType dt>() { return launch_divide<dt>(buf, count, nranks, s); });
 }
 
+absl::Status load_reduce_kernels() {
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    auto s = for_type(static_cast<DataType>(t), []<DataType dt>() -> absl::Status {
+      cudaFuncAttributes attributes;
+      for (const void* kernel : {reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kSum>),
+                                 reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kProd>),
+                                 reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kMax>),
+                                 reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kMin>),
+                                 reinterpret_cast<const void*>(&divide_kernel<dt>)}) {
+        if (const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel); e != cudaSuccess) {
+          cudaGetLastError();  // this call's error, returned here, not the next launch's
+          return absl::InternalError(absl::StrCat(
+              "loading the reduction kernels for ", name_of(dt), ": ", cudaGetErrorName(e), ": ",
+              cudaGetErrorString(e), " (was weft built for this GPU's architecture? weft info "
+              "says which)"));
+        }
+      }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace weft

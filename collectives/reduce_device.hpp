@@ -22,4 +22,12 @@ absl::Status reduce_on_device(void* out, const void* a, const void* b, size_t co
 absl::Status finish_average_on_device(void* buf, size_t count, DataType type, int nranks,
                                       void* stream);
 
+/// Loads every kernel above into the current device's context now, as NCCL does at its
+/// init. CUDA loads kernels lazily by default (CUDA_MODULE_LOADING=LAZY), at their first
+/// launch, and a load waits, holding the context's lock, until the GPU has run everything
+/// queued on it: a first launch behind a stream that waits for another rank, which waits
+/// the same way, never returns (two ranks on an H200 hung so, in cudaLaunchKernel). Call
+/// it before queueing any wait on a stream. Without CUDA: nothing to load.
+absl::Status load_reduce_kernels();
+
 }  // namespace weft

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/reduce_device.hpp"
 #include "src/comm.hpp"
 #include "src/device/device.hpp"
 #include "src/device/shared_fd.hpp"
@@ -205,6 +206,11 @@ absl::Status Comm::open_staging(const char* what) {
     if (absl::Status s = device::require_gpu(what); !s.ok()) return s;
   }
   if (staging_ == nullptr) {  // the first call on device buffers pins the staging buffers
+    // The kernels are loaded before this communicator queues a wait on any stream
+    // (reduce_device.hpp says why).
+    if (!config_.device_stand_in) {
+      if (absl::Status s = load_reduce_kernels(); !s.ok()) return s;
+    }
     auto copier = config_.device_stand_in
                       ? absl::StatusOr<std::unique_ptr<device::Copier>>(device::stand_in_copier())
                       : device::cuda_copier();

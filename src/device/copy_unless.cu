@@ -59,4 +59,19 @@ cudaError_t copy_unless_on_device(const uint32_t* stop, void* dst, size_t dst_pi
   return launch<unsigned char>(stop, d, dst_pitch, s, src_pitch, width, height, stream);
 }
 
+cudaError_t load_copy_unless_kernels() {
+  cudaFuncAttributes attributes;
+  for (const void* kernel : {reinterpret_cast<const void*>(&copy_unless_kernel<uint4>),
+                             reinterpret_cast<const void*>(&copy_unless_kernel<uint2>),
+                             reinterpret_cast<const void*>(&copy_unless_kernel<uint32_t>),
+                             reinterpret_cast<const void*>(&copy_unless_kernel<uint16_t>),
+                             reinterpret_cast<const void*>(&copy_unless_kernel<unsigned char>)}) {
+    if (const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel); e != cudaSuccess) {
+      cudaGetLastError();  // returned here, not left for the application's next check
+      return e;
+    }
+  }
+  return cudaSuccess;
+}
+
 }  // namespace weft::device

@@ -17,4 +17,10 @@ cudaError_t copy_unless_on_device(const uint32_t* stop, void* dst, size_t dst_pi
                                   const void* src, size_t src_pitch, size_t width, size_t height,
                                   cudaStream_t stream);
 
+/// Loads the kernel's every width into the current device's context now: CUDA would load
+/// each at its first launch, waiting until the GPU has run everything queued, which a
+/// stream waiting on a peer's word never lets happen (reduce_device.hpp's
+/// load_reduce_kernels says how that hung). The first error, if any.
+cudaError_t load_copy_unless_kernels();
+
 }  // namespace weft::device
