@@ -96,6 +96,13 @@ const char* name_of(Layout l) {
   }
 }
 
+// First, while no test has launched a kernel: every one loads without a launch (a
+// communicator does this before it queues any wait on a stream).
+TEST_F(GpuReduce, EveryKernelLoadsUpFront) {
+  const absl::Status s = load_reduce_kernels();
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
 TEST_F(GpuReduce, EqualsTheHostKernelsBitForBit) {
   std::mt19937_64 rng(20261203);
   for (int t = 0; t < kNumDataTypes; ++t) {
