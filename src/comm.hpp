@@ -190,6 +190,7 @@ class Comm : public LinkProvider, public LinkTending {
   // window while peers still read it: their mappings hold the memory (device/shared_fd.hpp).
   std::unique_ptr<IpcPath> ipc_;
   bool ipc_opened_ = false;
+  absl::Status kernels_;  // whether the GPU kernels loaded (open_staging); cuda_ipc needs them
   // Calls ordered on streams: queued (the caller's thread, in the engine's turn) and run (the
   // engine's thread), counted alike on every rank.
   uint32_t device_calls_queued_ = 0;

@@ -142,7 +142,7 @@ absl::Status Comm::open_ipc() {
                         .type = DataType::kUint8};
   if (absl::Status s = run_host(gather, CallOptions{}); !s.ok()) return s;
   std::vector<Address> all;
-  absl::Status mapped = absl::OkStatus();
+  absl::Status mapped = kernels_;
   for (int r = 0; r < size_ && mapped.ok(); ++r) {
     auto a = Address::decode(gather.recv + r * Address::kBytes);
     if (a.ok()) all.push_back(*std::move(a));
@@ -206,10 +206,12 @@ absl::Status Comm::open_staging(const char* what) {
     if (absl::Status s = device::require_gpu(what); !s.ok()) return s;
   }
   if (staging_ == nullptr) {  // the first call on device buffers pins the staging buffers
-    // The kernels are loaded before this communicator queues a wait on any stream
-    // (reduce_device.hpp says why).
+    // The kernels load before this communicator queues a wait on any stream (reduce_device.hpp
+    // says why). Only cuda_ipc needs them: where they cannot load (a GPU this build has no
+    // code for), calls stage through the host and open_ipc() says why cuda_ipc is off.
     if (!config_.device_stand_in) {
-      if (absl::Status s = load_reduce_kernels(); !s.ok()) return s;
+      kernels_ = load_reduce_kernels();
+      if (kernels_.ok()) kernels_ = device::load_kernels();
     }
     auto copier = config_.device_stand_in
                       ? absl::StatusOr<std::unique_ptr<device::Copier>>(device::stand_in_copier())

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_cat.h"
+#include "src/device/copy_unless.hpp"
 #include "src/device/device.hpp"
 
 namespace weft::device {
@@ -80,6 +81,15 @@ absl::Status require_gpu(const char* what) {
   return absl::FailedPreconditionError(absl::StrCat(
       what, ": device memory and CUDA streams need a GPU, but ", g.status().message(),
       " Pass host buffers and a NULL stream to run on the CPU."));
+}
+
+absl::Status load_kernels() {
+  if (const cudaError_t e = load_copy_unless_kernels(); e != cudaSuccess) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "loading cuda_ipc's copy kernel: ", cudaGetErrorName(e), ": ", cudaGetErrorString(e),
+        " (weft info says which GPU architectures this build has code for)"));
+  }
+  return absl::OkStatus();
 }
 
 std::string describe() {

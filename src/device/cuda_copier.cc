@@ -85,11 +85,6 @@ class CudaCopier : public Copier {
       stream_ = nullptr;
       return cuda_error(e, "creating the staging copies' stream");
     }
-    // Now, before any wait of weft's is queued on a stream (copy_unless.hpp says why).
-    if (cudaError_t e = load_copy_unless_kernels(); e != cudaSuccess) {
-      return cuda_error(e, "loading cuda_ipc's copy kernel (was weft built for this GPU? weft "
-                           "info says for which architectures)");
-    }
     return absl::OkStatus();
   }
 

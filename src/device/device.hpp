@@ -41,6 +41,12 @@ MemoryKind memory_kind(const void* p);
 /// memory or a CUDA stream), with the reason from gpus().
 absl::Status require_gpu(const char* what);
 
+/// Loads the device floor's own kernels (copy_unless.hpp) into the current device's context
+/// now, not at their first launch (collectives/reduce_device.hpp's load_reduce_kernels says
+/// why). An error where they cannot load, such as a GPU this build has no code for; OK
+/// without CUDA (nothing to load).
+absl::Status load_kernels();
+
 /// One line for `weft info`: the build's CUDA and the GPUs this process sees, or why none.
 std::string describe();
 

@@ -25,6 +25,8 @@ absl::Status require_gpu(const char* what) {
                    " Pass host buffers and a NULL stream to run on the CPU."));
 }
 
+absl::Status load_kernels() { return absl::OkStatus(); }
+
 absl::StatusOr<std::unique_ptr<Copier>> cuda_copier() {
   return require_gpu("copying device buffers to and from the host");
 }
