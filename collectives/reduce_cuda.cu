@@ -17,6 +17,7 @@
 #include "collectives/reduce_device.hpp"
 #include "collectives/reduce_kernels.hpp"
 #include "src/device/device.hpp"
+#include "src/device/load_functions.hpp"
 
 namespace weft {
 namespace {
@@ -221,21 +222,17 @@ absl::Status finish_average_on_device(void* buf, size_t count, DataType type, in
 absl::Status load_reduce_kernels() {
   for (int t = 0; t < kNumDataTypes; ++t) {
     auto s = for_type(static_cast<DataType>(t), []<DataType dt>() -> absl::Status {
-      cudaFuncAttributes attributes;
-      for (const void* kernel : {reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kSum>),
-                                 reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kProd>),
-                                 reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kMax>),
-                                 reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kMin>),
-                                 reinterpret_cast<const void*>(&divide_kernel<dt>)}) {
-        if (const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel); e != cudaSuccess) {
-          cudaGetLastError();  // this call's error, returned here, not the next launch's
-          return absl::InternalError(absl::StrCat(
-              "loading the reduction kernels for ", name_of(dt), ": ", cudaGetErrorName(e), ": ",
-              cudaGetErrorString(e), " (was weft built for this GPU's architecture? weft info "
-              "says which)"));
-        }
-      }
-      return absl::OkStatus();
+      const cudaError_t e = device::load_functions(
+          {reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kSum>),
+           reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kProd>),
+           reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kMax>),
+           reinterpret_cast<const void*>(&reduce_kernel<dt, ReduceOp::kMin>),
+           reinterpret_cast<const void*>(&divide_kernel<dt>)});
+      if (e == cudaSuccess) return absl::OkStatus();
+      return absl::InternalError(absl::StrCat(
+          "loading the reduction kernels for ", name_of(dt), ": ", cudaGetErrorName(e), ": ",
+          cudaGetErrorString(e), " (was weft built for this GPU's architecture? weft info "
+          "says which)"));
     });
     if (!s.ok()) return s;
   }

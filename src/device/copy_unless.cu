@@ -1,5 +1,7 @@
 #include "src/device/copy_unless.hpp"
 
+#include "src/device/load_functions.hpp"
+
 #include <algorithm>
 
 namespace weft::device {
@@ -60,18 +62,11 @@ cudaError_t copy_unless_on_device(const uint32_t* stop, void* dst, size_t dst_pi
 }
 
 cudaError_t load_copy_unless_kernels() {
-  cudaFuncAttributes attributes;
-  for (const void* kernel : {reinterpret_cast<const void*>(&copy_unless_kernel<uint4>),
-                             reinterpret_cast<const void*>(&copy_unless_kernel<uint2>),
-                             reinterpret_cast<const void*>(&copy_unless_kernel<uint32_t>),
-                             reinterpret_cast<const void*>(&copy_unless_kernel<uint16_t>),
-                             reinterpret_cast<const void*>(&copy_unless_kernel<unsigned char>)}) {
-    if (const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel); e != cudaSuccess) {
-      cudaGetLastError();  // returned here, not left for the application's next check
-      return e;
-    }
-  }
-  return cudaSuccess;
+  return load_functions({reinterpret_cast<const void*>(&copy_unless_kernel<uint4>),
+                         reinterpret_cast<const void*>(&copy_unless_kernel<uint2>),
+                         reinterpret_cast<const void*>(&copy_unless_kernel<uint32_t>),
+                         reinterpret_cast<const void*>(&copy_unless_kernel<uint16_t>),
+                         reinterpret_cast<const void*>(&copy_unless_kernel<unsigned char>)});
 }
 
 }  // namespace weft::device
