@@ -167,11 +167,18 @@ void Worker::serve() {
     }
     // Bytes a link held back for a send that never came leave now.
     while (!holding_.empty()) holding_.back()->send_held_bytes();  // each forgets itself
-    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
-    }
+    bool progressed = false;
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) progressed = true;
     const ucs_status_t armed = ucp_worker_arm(worker_);
     held_.store(false, std::memory_order_release);
-    if (armed == UCS_ERR_BUSY) continue;  // events came meanwhile: progress again
+    if (armed == UCS_ERR_BUSY) {
+      // Events came meanwhile: progress again. An interface can stay busy for good (UCX's
+      // shared memory, with a send to a peer that is gone still queued), so look at the
+      // stop first, and unless something progressed, after a millisecond: never a spin,
+      // and never a destructor waiting on this thread.
+      if (poll(&fds[1], 1, progressed ? 0 : 1) > 0) return;
+      continue;
+    }
     // Armed, or UCX cannot arm this worker: wake on its events, and look anyway now and then.
     if (poll(fds, 2, armed == UCS_OK ? 100 : 1) > 0 && fds[1].revents != 0) return;
   }
