@@ -195,6 +195,7 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
   // stage() leaves a slot for every message it starts; only the goodbye may find none.
   if (flight_count_ == kMaxInFlight) return absl::ResourceExhaustedError("every send slot in use");
   ucp_request_param_t param{};
+  if (len <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
   void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out, &param);
   if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
   if (r == nullptr && flight_count_ == 0) {
