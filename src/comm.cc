@@ -407,7 +407,7 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
   return body(*this);
 }
 
-absl::Status Comm::run(CollectiveArgs args, const CallOptions& options) {
+absl::Status Comm::run(CollectiveArgs& args, const CallOptions& options) {
   if (absl::Status s = validate(args); !s.ok()) return s;
   const bool device = on_device(args, options);
   if (device && options.stream != nullptr) {

@@ -125,7 +125,8 @@ absl::Status Communicator::allreduce(const void* send, void* recv, size_t count,
 
 absl::Status Communicator::allgather(const void* send, void* recv, size_t send_count,
                                      DataType type, const AllgatherOptions& options) {
-  return impl_->run(make_args(CollectiveKind::kAllgather, send, recv, send_count, type), options);
+  CollectiveArgs a = make_args(CollectiveKind::kAllgather, send, recv, send_count, type);
+  return impl_->run(a, options);
 }
 
 absl::Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count,
@@ -143,8 +144,8 @@ absl::Status Communicator::broadcast(const void* send, void* recv, size_t count,
 }
 
 absl::Status Communicator::barrier(const BarrierOptions& options) {
-  return impl_->run(make_args(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8),
-                    options);
+  CollectiveArgs a = make_args(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8);
+  return impl_->run(a, options);
 }
 
 std::vector<LinkStats> Communicator::link_stats() const { return impl_->link_stats(); }
