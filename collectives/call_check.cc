@@ -64,10 +64,6 @@ CallSignature get_signature(const std::byte*& in, uint32_t near) {
   return s;
 }
 
-bool reduces(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
-}
-
 // Whether `s` names a call this build knows; a peer of another version or garbage does not.
 bool well_formed(const CallSignature& s, int nranks) {
   const auto& algorithms = all_algorithms();

@@ -14,6 +14,11 @@
 
 namespace weft {
 
+/// Only allreduce and reduce_scatter reduce; the others ignore the op.
+constexpr bool reduces(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
+}
+
 /// One collective call, validated. `count` is in elements: the whole vector for allreduce
 /// and broadcast, the per-rank block for allgather (send) and reduce_scatter (receive).
 struct CollectiveArgs {

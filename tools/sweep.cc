@@ -14,10 +14,6 @@ bool sized_per_rank(CollectiveKind kind) {
   return kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReduceScatter;
 }
 
-bool reduces(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
-}
-
 namespace {
 
 size_t whole_elements(CollectiveKind kind, size_t bytes, DataType type, int nranks) {

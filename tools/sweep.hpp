@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "collectives/collective.hpp"  // reduces()
 #include "weft/types.hpp"
 
 namespace weft::tools {
@@ -26,8 +27,6 @@ struct Call {
 
 /// True for allgather and reduce_scatter, whose size is the whole gathered vector.
 bool sized_per_rank(CollectiveKind kind);
-/// Only allreduce and reduce_scatter reduce; the others ignore the op.
-bool reduces(CollectiveKind kind);
 
 /// The count argument for a size in bytes, as nccl-tests derives it: bytes / element size,
 /// divided by the rank count for allgather and reduce_scatter, rounded down; except that a
