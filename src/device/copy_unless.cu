@@ -1,8 +1,8 @@
 #include "src/device/copy_unless.hpp"
 
-#include "src/device/load_functions.hpp"
-
 #include <algorithm>
+
+#include "src/device/load_functions.hpp"
 
 namespace weft::device {
 namespace {

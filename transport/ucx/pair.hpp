@@ -1,18 +1,18 @@
 // A ucx link: one UCP endpoint to the peer's worker, and the link's byte stream carried as
 // tagged messages (address.hpp: one tag per direction, which UCX keeps in order).
 //
-// Sending. send_some copies into a ring of this link's own (pages touched when the link
-// opens) and posts the bytes as one message; the ring's space comes back as UCX completes
-// the sends, oldest first. Such a message, up to kEagerUpTo, asks UCX for fast completion,
-// which UCX sends eagerly, through its own buffers, up to UCX_RNDV_SEND_NBR_THRESH (256 KiB
-// by default) instead of by rendezvous: its bytes are a copy already, and the rendezvous's
-// round trip and the peer's CMA read cost more than UCX's copy (a 16 KiB allreduce took
-// 7-9 us that way against 4.5-5 us; Open MPI's blocking sends ask UCX the same). send_some_more copies without posting: the bytes leave with the
-// next send as one message (a call check's state and its data), or before the link's next
-// wait, offer or tend, so nothing held back is ever waited for. offer_some, for bytes the
-// peer only copies, posts the caller's own buffer: UCX moves a large one by its zero-copy
-// rendezvous (RDMA where the transport has it, CMA between processes of one host), and the
-// bytes count as taken once the send completed.
+// Sending. send_some copies into a ring of this link's own (pages touched when the link opens)
+// and posts the bytes as one message; the ring's space comes back as UCX completes the sends,
+// oldest first. Such a message, up to kEagerUpTo, asks UCX for fast completion, which UCX
+// sends eagerly, through its own buffers, up to UCX_RNDV_SEND_NBR_THRESH (256 KiB by default)
+// instead of by rendezvous: its bytes are a copy already, and the rendezvous's round trip and
+// the peer's CMA read cost more than UCX's copy (a 16 KiB allreduce took 7-9 us that way
+// against 4.7-5.6 us; Open MPI's blocking sends ask UCX the same). send_some_more copies
+// without posting: the bytes leave with the next send as one message (a call check's state and
+// its data), or before the link's next wait, offer or tend, so nothing held back is ever
+// waited for. offer_some, for bytes the peer only copies, posts the caller's own buffer: UCX
+// moves a large one by its zero-copy rendezvous (RDMA where the transport has it, CMA between
+// processes of one host), and the bytes count as taken once the send completed.
 //
 // Receiving. The next message is found with a tag probe, so its length is known before it
 // lands: one that fits where the caller wants the next bytes goes straight there (for a
