@@ -420,7 +420,10 @@ absl::StatusOr<size_t> UcxPair::recv_some(size_t max, Sink sink) {
 absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandOver hand_over) {
   Worker::Hold hold(*worker_);
   if (auto s = post_pending(); !s.ok()) return s;  // a wait never keeps held bytes back
-  worker_->progress();
+  // One round of UCX's progress, and none while bytes are here to hand over: a waiting caller
+  // comes back, and a second round that finds nothing cost a 2-rank 8-byte allreduce about
+  // 100 of its 2700 instructions.
+  if (inbox_at_ == inbox_len_ && probed_ == nullptr) worker_->progress_once();
   size_t got = 0;
   while (got < max) {
     if (inbox_at_ < inbox_len_) {
