@@ -83,6 +83,19 @@ class Comm : public LinkProvider, public LinkTending {
   void apply_inject_file();
 
  private:
+  // Holds `mu` for a call's life, or nothing for a null mu. The tender (tcp links only) must
+  // not touch the links while a call drives them; an shm-only communicator has none, and
+  // skips the lock: at 8 bytes its call takes ~0.2 us.
+  struct CallLock {
+    Mutex* mu;
+    explicit CallLock(Mutex* m) ABSL_NO_THREAD_SAFETY_ANALYSIS : mu(m) {
+      if (mu != nullptr) mu->lock();
+    }
+    ~CallLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (mu != nullptr) mu->unlock();
+    }
+  };
+
   Comm(int rank, int size, Config config);
   absl::Status validate(const CollectiveArgs& args) const;
   /// The health watch's device sources, before the bootstrap (src/health/watch.hpp).
