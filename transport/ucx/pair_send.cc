@@ -1,0 +1,173 @@
+// A ucx link's sending half (pair.hpp says how it sends): the ring the copied sends leave
+// from, the bytes held back for the next send, and offers of the caller's own buffer.
+#include "transport/ucx/pair.hpp"
+
+#include "src/base/copy.hpp"
+
+namespace weft::transport::ucx {
+
+absl::Status UcxPair::reclaim() {
+  while (flight_count_ > 0) {
+    InFlight& f = flight_[flight_first_];
+    if (f.request != nullptr) {
+      const ucs_status_t s = ucp_request_check_status(f.request);
+      if (s == UCS_INPROGRESS) break;
+      ucp_request_free(f.request);
+      f.request = nullptr;
+      if (s != UCS_OK) return failure("a send failed", s);
+    }
+    freed_ = f.ring_end;
+    flight_first_ = (flight_first_ + 1) % kMaxInFlight;
+    --flight_count_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end) {
+  // stage() leaves a slot for every message it starts; only the goodbye may find none.
+  if (flight_count_ == kMaxInFlight) return absl::ResourceExhaustedError("every send slot in use");
+  ucp_request_param_t param{};
+  if (len <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+  void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out, &param);
+  if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
+  if (r == nullptr && flight_count_ == 0) {
+    freed_ = ring_end;
+    return absl::OkStatus();
+  }
+  flight_[(flight_first_ + flight_count_) % kMaxInFlight] = {r, ring_end};
+  ++flight_count_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool more) {
+  if (auto s = usable(); !s.ok()) return s;
+  if (offer_request_ != nullptr || ahead_len_ > 0) return fail(offer_changed());
+  if (flight_count_ > 0) {  // a small send UCX finished when posted leaves nothing to reclaim
+    worker_->progress();
+    if (auto s = reclaim(); !s.ok()) return s;
+  }
+  if (len == 0 || flight_count_ == kMaxInFlight) return size_t{0};
+  size_t at = allocated_ % kSendRingBytes;
+  // Bytes held back go out with these as one message when these follow them in the ring.
+  if (pending_len_ > 0 && (pending_at_ + pending_len_ != at || pending_len_ == kMaxMessage)) {
+    if (auto s = post_pending(); !s.ok()) return s;
+    if (flight_count_ == kMaxInFlight) return size_t{0};
+  }
+  const size_t want = std::min(len, kMaxMessage - pending_len_);
+  size_t free = kSendRingBytes - (allocated_ - freed_);
+  size_t n = std::min({want, kSendRingBytes - at, free});
+  // A message that the ring's end would cut short starts over at its beginning instead.
+  const size_t worth = std::min(want, kUncutUpTo);
+  if (pending_len_ == 0 && n < worth && at != 0 && free >= (kSendRingBytes - at) + worth) {
+    allocated_ += kSendRingBytes - at;
+    free -= kSendRingBytes - at;
+    at = 0;
+    n = std::min(want, free);
+  }
+  if (n == 0) {
+    if (auto s = post_pending(); !s.ok()) return s;
+    return size_t{0};
+  }
+  copy_bytes(ring_.get() + at, data, n);
+  if (pending_len_ == 0) {
+    pending_at_ = at;
+    if (more) worker_->holding(this);
+  }
+  allocated_ += n;
+  pending_len_ += n;
+  if (!more || pending_len_ >= kHoldUpTo) {
+    if (auto s = post_pending(); !s.ok()) return s;
+  }
+  return n;
+}
+
+absl::Status UcxPair::post_pending() {
+  if (pending_len_ == 0) return absl::OkStatus();
+  const size_t len = pending_len_;
+  pending_len_ = 0;
+  worker_->not_holding(this);
+  return post(ring_.get() + pending_at_, len, allocated_);
+}
+
+void UcxPair::send_held_bytes() {
+  worker_->not_holding(this);
+  (void)post_pending();  // a failure is the link's: failed_ keeps it for the link's next call
+}
+
+absl::StatusOr<size_t> UcxPair::send_some(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  return send_locked(data, len);
+}
+
+absl::StatusOr<size_t> UcxPair::send_some_more(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  auto n = stage(data, len, /*more=*/true);
+  if (n.ok()) bytes_sent_.add(*n);
+  return n;
+}
+
+absl::StatusOr<size_t> UcxPair::send_locked(const std::byte* data, size_t len) {
+  auto n = stage(data, len, /*more=*/false);
+  if (n.ok()) bytes_sent_.add(*n);
+  return n;
+}
+
+absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  return offer_locked(data, len);
+}
+
+absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) {
+  // Bytes of an offer that completed beyond what the last call asked for are handed over
+  // as the caller comes back for them.
+  if (ahead_len_ > 0) {
+    if (data != ahead_) return fail(offer_changed());
+    const size_t n = std::min(len, ahead_len_);
+    ahead_ += n, ahead_len_ -= n;
+    bytes_sent_.add(n);
+    return n;
+  }
+  if (offer_request_ != nullptr) {
+    if (data != offer_data_) return fail(offer_changed());
+    worker_->progress();
+    const ucs_status_t s = ucp_request_check_status(offer_request_);
+    if (s == UCS_INPROGRESS) {
+      if (auto u = usable(); !u.ok()) return u;
+      return size_t{0};
+    }
+    ucp_request_free(offer_request_);
+    offer_request_ = nullptr;
+    if (s != UCS_OK) return failure("an offered send failed", s);
+    ahead_ = data, ahead_len_ = offer_len_;
+    return offer_locked(data, len);
+  }
+  if (len < kOfferFrom) return send_locked(data, len);
+  if (auto s = usable(); !s.ok()) return s;
+  if (auto s = post_pending(); !s.ok()) return s;  // held bytes go first
+  const size_t n = std::min(len, kMaxMessage);
+  ucp_request_param_t param{};
+  void* r = ucp_tag_send_nbx(ep_, data, n, o_.tag_out, &param);
+  if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
+  if (r == nullptr) {
+    bytes_sent_.add(n);
+    return n;
+  }
+  offer_data_ = data, offer_len_ = n, offer_request_ = r;
+  return offer_locked(data, len);  // a send UCX finished at once counts at once
+}
+
+absl::Status UcxPair::offer_changed() {
+  return absl::FailedPreconditionError(
+      "a send came while an offer was under way (offer_some must be called again with the "
+      "rest of the same, unchanged buffer until it is all taken)");
+}
+
+bool UcxPair::tend() {
+  Worker::Hold hold(*worker_);
+  if (!post_pending().ok()) return false;
+  worker_->progress();
+  if (!usable().ok() || !reclaim().ok()) return false;
+  return flight_count_ > 0 || offer_request_ != nullptr;
+}
+
+}  // namespace weft::transport::ucx
