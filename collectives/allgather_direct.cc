@@ -11,7 +11,8 @@
 // doubling's fewer messages win.
 //
 // A block that fits rides with the call check's state and lands straight in the output;
-// a larger one (by name only) follows the state, offered for the peer to read.
+// a larger one (by name only) follows the state, lent for the peer to read (the send buffer
+// stays unchanged).
 #include "collectives/algorithm.hpp"
 #include "collectives/direct_exchange.hpp"
 
@@ -43,7 +44,7 @@ absl::Status allgather_direct(const AlgoContext& ctx, const CollectiveArgs& args
       AgreementRound& round = *t.round;
       if (!round.data_follows()) continue;  // a mismatch: the verdict says so
       if (round.sent() && t.sent < block) {
-        auto k = t.pair->offer_some(args.send + t.sent, block - t.sent);
+        auto k = t.pair->lend_some(args.send + t.sent, block - t.sent);
         if (!k.ok()) return round.unless_calls_differ(*t.pair, k.status());
         t.sent += *k;
         *moved |= *k > 0;

@@ -3,7 +3,9 @@
 // Every rank starts with its own segment. In N-1 steps each rank sends a segment to the next
 // rank and receives one from the previous rank; the segment received at step k is sent at
 // step k+1. As in reduce-scatter, steps overlap: a received byte is forwarded as soon as it
-// has landed in the output, so a large message streams around the ring in one pass.
+// has landed in the output, so a large message streams around the ring in one pass. What is
+// sent is final (this rank's own segment, or one that landed) and stays unchanged until the
+// call returns, so it is lent (Pair::lend_some).
 #include <cstring>
 
 #include "collectives/algorithm.hpp"
@@ -55,7 +57,7 @@ absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segmen
       const size_t total = seg_bytes(sent_seg(sk));
       const size_t ready = (sk == 0 || rk > sk - 1) ? total : landing.landed();
       if (sent < ready) {
-        auto n_sent = (*next)->offer_some(send_ptr(sent_seg(sk)) + sent, ready - sent);
+        auto n_sent = (*next)->lend_some(send_ptr(sent_seg(sk)) + sent, ready - sent);
         if (!n_sent.ok()) return n_sent.status();
         sent += *n_sent;
         moved |= *n_sent > 0;

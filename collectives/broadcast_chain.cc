@@ -2,7 +2,7 @@
 // every rank forwards each byte to its successor as soon as it has landed, stopping before
 // the root. One pass over each link; the latency of the chain is N-1 link hops for the first
 // byte, after which all links carry data at once. Bytes are only copied on the way, so links
-// may let the next rank read them straight from our buffer (offer_some); the root sends from
+// may let the next rank read them straight from our buffer (lend_some: they stay unchanged); the root sends from
 // its send buffer and fills its own receive buffer while the links wait, off the critical path.
 #include <cstring>
 
@@ -54,7 +54,7 @@ absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args)
     }
     const size_t ready = is_root ? bytes : landing.landed();
     if (sent < std::min(ready, to_send)) {
-      auto n_sent = next->offer_some(source + sent, ready - sent);
+      auto n_sent = next->lend_some(source + sent, ready - sent);
       if (!n_sent.ok()) return n_sent.status();
       sent += *n_sent;
       moved |= *n_sent > 0;

@@ -58,8 +58,11 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
                                                                            : nullptr;
 
   // Outgoing: step 0 straight from `in`, later steps from the relay. `in` stays unchanged
-  // until the call returns, so step 0 is offered: over shm the peer reads it from our memory
-  // (one copy, into its cache, right before it reduces it) instead of through the ring.
+  // until the call returns, so step 0 is lent: over shm the peer reads it from our memory
+  // (one copy, into its cache, right before it reduces it) instead of through the ring, and
+  // tcp keeps it there to send again instead of copying it. (An allreduce in place writes
+  // its allgather over `in` before the call returns, but only over bytes the next rank has
+  // read: what lands there was reduced from them.)
   size_t out_round = 0, out_done = 0;
   int out_step = 0;
   // Incoming: every step lands in the relay except the last, which lands in `out`.
@@ -81,7 +84,7 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
       const size_t want = chunk_bytes(seg_bytes(sent_seg(out_step)), out_round) - out_done;
       absl::StatusOr<size_t> sent = size_t{0};
       if (out_step == 0) {
-        sent = (*next)->offer_some(seg_ptr(sent_seg(0)) + out_round * chunk + out_done, want);
+        sent = (*next)->lend_some(seg_ptr(sent_seg(0)) + out_round * chunk + out_done, want);
       } else if (relay_read < relay_written) {
         const size_t at = relay_read % relay.capacity;
         const size_t run = std::min<uint64_t>({relay_written - relay_read, relay.capacity - at, want});

@@ -84,7 +84,9 @@ absl::Status Comm::with_links(absl::FunctionRef<absl::Status(LinkProvider&)> bod
   if (absl::Status s = async_error(); !s.ok()) return s;
   CallLock calls(tender_ != nullptr ? &calls_mu_ : nullptr);
   TendingScope tending(this);
-  return body(*this);
+  absl::Status s = body(*this);
+  end_call_on_links();
+  return s;
 }
 
 absl::Status Comm::run(CollectiveArgs& args, const CallOptions& options) {
@@ -173,6 +175,8 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   if (s.ok() && known.route && !in_band) adopt(*known.route);
   if (s.ok() && !in_band && moves_data) s = chosen.run(ctx, args);
   if (s.ok() && known.route && in_band) adopt(*known.route);
+  // On a failure fail() closes the links, and what was lent goes with them.
+  if (s.ok()) end_call_on_links();
   if (!s.ok()) {
     fail(s);
     if (size_ > 1 && worth_blaming(s) && !aborted_.load(std::memory_order_relaxed)) {

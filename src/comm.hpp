@@ -152,6 +152,9 @@ class Comm : public LinkProvider, public LinkTending {
   /// run() once the algorithm is chosen; `index`: its place in all_algorithms().
   absl::Status run_with(const Algorithm& chosen, uint8_t index, CollectiveArgs& args,
                         const CallOptions& options);
+  /// Tells every link the call used that it ended (Pair::call_ends): what was lent to them
+  /// may change from now on.
+  void end_call_on_links();
   /// Every rank adopted `change` in this call: the route's next epoch.
   void adopt(const RouteChange& change);
   /// Tells the link to `peer` which rails it may stripe over (route_'s isolated rails).
@@ -198,6 +201,9 @@ class Comm : public LinkProvider, public LinkTending {
   std::vector<std::unique_ptr<transport::Pair>> links_;
   // Connects to each peer that failed, by peer rank (the health monitor reads them).
   std::unique_ptr<transport::LinkCounter[]> failed_connects_;
+  // The peers whose links the call under way used, once each (end_call_on_links).
+  std::vector<uint8_t> used_;  // by peer rank
+  std::vector<int> used_peers_;  // capacity size_, reserved once
   std::unique_ptr<std::byte[]> relay_;
   size_t relay_bytes_ = 0;
   std::unique_ptr<Staging> staging_;  // made at the first call on device buffers

@@ -159,6 +159,8 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   });
   Backoff::set_oversubscribed(on_this_machine > (cores > 0 ? cores : 1));
   comm->links_.resize(size);
+  comm->used_.resize(size);
+  comm->used_peers_.reserve(size);
   comm->failed_connects_.reset(new transport::LinkCounter[size]);
   // Links whose protocol runs on after a call (tcp's acknowledgements and resumptions, the
   // sends ucx leaves under way) are tended between calls; shm's rings need nothing.

@@ -28,7 +28,19 @@ absl::StatusOr<transport::Pair*> Comm::link(int peer, Deadline deadline) {
     if (!route_.isolated_rails().empty()) use_rails(peer);
     if (route_.isolated().has(rank_, peer)) links_[peer]->detour(true);
   }
+  if (used_[peer] == 0) {
+    used_[peer] = 1;
+    used_peers_.push_back(peer);
+  }
   return links_[peer].get();
+}
+
+void Comm::end_call_on_links() {
+  for (int peer : used_peers_) {
+    if (links_[peer] != nullptr) links_[peer]->call_ends();
+    used_[peer] = 0;
+  }
+  used_peers_.clear();
 }
 
 std::vector<LinkStats> Comm::link_stats() const {

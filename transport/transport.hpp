@@ -134,6 +134,17 @@ class Pair {
     return send_some(data, len);
   }
 
+  /// As offer_some, for bytes the caller leaves unchanged until the call ends (call_ends()),
+  /// unless the peer has read them first: the caller's send buffer, or a result that is final.
+  /// A transport that keeps what it sent, to send it again after a path fails (tcp), may then
+  /// keep it where it lies instead of copying it, and count it taken once in a kernel's hands.
+  virtual absl::StatusOr<size_t> lend_some(const std::byte* data, size_t len) {
+    return offer_some(data, len);
+  }
+  /// The call ends: bytes lent in it (lend_some) may change from now on. The communicator
+  /// calls it, on the link's own thread, for every link a call used.
+  virtual void call_ends() {}
+
   /// Hands up to `max` received bytes to `sink` without blocking (possibly in several
   /// calls) and returns how many it handed over.
   virtual absl::StatusOr<size_t> recv_some(size_t max, Sink sink) = 0;

@@ -61,13 +61,16 @@ struct Ranks {
 // The job secret of the ranks in these tests, unless a test gives another.
 inline const JobSecret kTestSecret = fresh_secret();
 
+/// `adjust` (optional) changes each rank's settings before its transport is made.
 inline Ranks make_ranks(const TransportCase& c, int n, uint64_t job_id = random_seed(),
-                 const JobSecret& secret = kTestSecret) {
+                 const JobSecret& secret = kTestSecret,
+                 const std::function<void(TransportInit&)>& adjust = nullptr) {
   Ranks r;
   for (int i = 0; i < n; ++i) {
     TransportInit init;
     init.rank = i, init.size = n, init.job_id = job_id, init.secret = secret;
     init.single_copy_bytes = 4096;  // small, so that offers meet every path
+    if (adjust) adjust(init);
     auto t = c.make(init);
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return Ranks{};

@@ -23,6 +23,9 @@ constexpr size_t kPushPerCallBytes = kMaxSendPerCall;
 // so resend requests are seen while the ring still has room.
 constexpr uint64_t kControlEveryCalls = 64;
 constexpr size_t kMaxPlainFrameBytes = kStripeBytes;
+// Smaller lends are copied as before: a copy of a few KiB costs less than reading the
+// acknowledgements when the call ends.
+constexpr size_t kLendFrom = 64 << 10;
 
 }  // namespace
 
@@ -50,6 +53,72 @@ std::string Outbound::live_names() const {
   std::string out;
   for (size_t i : live_) absl::StrAppend(&out, out.empty() ? "" : ", ", paths_[i]->name());
   return out;
+}
+
+void Outbound::stage_lent(const std::byte* data, size_t len) {
+  drop_acked_spans();
+  const uint64_t to = std::min<uint64_t>(taken_ + len, acked_ + kRetainBytes);
+  if (staged_ >= to) return;
+  const std::byte* at = data + (staged_ - taken_);
+  if (lent_count_ > 0) {
+    Lent& last = lent_[(lent_first_ + lent_count_ - 1) % kMaxLent];
+    if (last.end == staged_ && last.at + (last.end - last.start) == at) {
+      last.end = staged_ = to;
+      return;
+    }
+  }
+  if (lent_count_ == kMaxLent) return stage(data, len);
+  lent_[(lent_first_ + lent_count_) % kMaxLent] = {staged_, to, at};
+  ++lent_count_;
+  staged_ = to;
+}
+
+void Outbound::drop_acked_spans() {
+  // A frame under way (an orphan's, say) may still read below the acknowledged byte.
+  const uint64_t read_from = cur_.active ? std::min(acked_, cur_.start) : acked_;
+  while (lent_count_ > 0 && lent(0).end <= read_from) {
+    lent_first_ = (lent_first_ + 1) % kMaxLent;
+    --lent_count_;
+  }
+}
+
+std::pair<const std::byte*, size_t> Outbound::bytes_at(uint64_t offset, size_t max) const {
+  uint64_t ring_run = UINT64_MAX;
+  for (size_t i = 0; i < lent_count_; ++i) {
+    const Lent& l = lent(i);
+    if (offset < l.start) {
+      ring_run = l.start - offset;
+      break;
+    }
+    if (offset < l.end) return {l.at + (offset - l.start), std::min<uint64_t>(max, l.end - offset)};
+  }
+  const size_t at = offset % kRetainBytes;
+  return {ring_.get() + at, std::min<uint64_t>({max, kRetainBytes - at, ring_run})};
+}
+
+uint64_t Outbound::run_at(uint64_t offset) const {
+  for (size_t i = 0; i < lent_count_; ++i) {
+    const Lent& l = lent(i);
+    if (offset < l.start) return l.start - offset;
+    if (offset < l.end) return l.end - offset;
+  }
+  return UINT64_MAX;
+}
+
+void Outbound::call_ends() {
+  if (lent_count_ == 0) return;
+  if (failed_.ok()) read_all_control();  // what was acknowledged meanwhile needs no copy
+  // Only from the acknowledged byte on: the ring's places below it may hold newer bytes.
+  for (size_t i = 0; i < lent_count_; ++i) {
+    const Lent& l = lent(i);
+    for (uint64_t o = std::max(l.start, acked_); o < l.end;) {
+      const size_t at = o % kRetainBytes;
+      const size_t n = std::min<uint64_t>(l.end - o, kRetainBytes - at);
+      copy_bytes(ring_.get() + at, l.at + (o - l.start), n);
+      o += n;
+    }
+  }
+  lent_first_ = lent_count_ = 0;
 }
 
 void Outbound::stage(const std::byte* data, size_t len) {
@@ -135,13 +204,25 @@ std::vector<Path*> Outbound::why_rails_failed() const {
 }
 
 absl::StatusOr<size_t> Outbound::send(const std::byte* data, size_t len, int flags) {
+  return take(data, len, flags, /*lent=*/false);
+}
+
+absl::StatusOr<size_t> Outbound::lend(const std::byte* data, size_t len, int flags) {
+  return take(data, len, flags, /*lent=*/len >= kLendFrom);
+}
+
+absl::StatusOr<size_t> Outbound::take(const std::byte* data, size_t len, int flags, bool lent) {
   if (!failed_.ok()) return failed_;
   notice_deaths();
   if (++calls_ % kControlEveryCalls == 0 || staged_ - acked_ > kRetainBytes / 2) {
     read_all_control();
     if (!failed_.ok()) return failed_;
   }
-  stage(data, len);
+  if (lent) {
+    stage_lent(data, len);
+  } else {
+    stage(data, len);
+  }
   push(flags);
   if (!failed_.ok()) return failed_;
   if (wire_ <= taken_) return size_t{0};
@@ -172,8 +253,8 @@ void Outbound::push(int flags) {
 }
 
 void Outbound::start_frame() {
-  size_t len = std::min<uint64_t>(staged_ - wire_, checksum_ ? kChecksumFrameBytes
-                                                             : kMaxPlainFrameBytes);
+  size_t len = std::min<uint64_t>({staged_ - wire_, run_at(wire_),
+                                   checksum_ ? kChecksumFrameBytes : kMaxPlainFrameBytes});
   if (live_.size() > 1) {
     len = std::min<uint64_t>(len, kStripeBytes - (wire_ - epoch_start_) % kStripeBytes);
   }
@@ -185,10 +266,12 @@ void Outbound::start_frame() {
   f.length = static_cast<uint32_t>(len);
   f.next_path = static_cast<uint8_t>(path_for(wire_ + len));
   if (checksum_) {
-    const size_t at = wire_ % kRetainBytes;
-    const size_t first = std::min(len, kRetainBytes - at);
-    uint32_t crc = crc32c(ring_.get() + at, first);
-    if (first < len) crc = crc32c(ring_.get(), len - first, crc);
+    uint32_t crc = 0;
+    for (uint64_t o = wire_; o < wire_ + len;) {
+      const auto [bytes, n] = bytes_at(o, wire_ + len - o);
+      crc = crc32c(bytes, n, crc);
+      o += n;
+    }
     f.payload_crc = crc;
   }
   cur_.active = true;
@@ -232,10 +315,10 @@ bool Outbound::write_current(int flags, uint64_t stop) {
     left -= h;
   }
   uint64_t pos = cur_.start + (cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0);
+  // At most two runs: a frame lies in one lent span, or in the ring, wrapping at most once.
   while (left > 0) {
-    const size_t at = pos % kRetainBytes;
-    const size_t n = std::min<uint64_t>(left, kRetainBytes - at);
-    parts[n_parts++] = {ring_.get() + at, n};
+    const auto [bytes, n] = bytes_at(pos, left);
+    parts[n_parts++] = {const_cast<std::byte*>(bytes), n};
     pos += n;
     left -= n;
   }

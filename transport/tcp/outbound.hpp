@@ -6,12 +6,19 @@
 // rails left and sends again from the last acknowledged byte; the receiver skips what it
 // already has. The caller never notices: a byte counts as taken once it is in the kernel,
 // as before.
+//
+// Bytes lent (lend(): the caller leaves them unchanged until its call ends) are not copied:
+// the ring's place for them stays empty, they are sent and sent again from where they lie,
+// and when the call ends what of them is still unacknowledged is copied into that place
+// (call_ends()). A large call copies the last few hundred KiB instead of every byte.
 #pragma once
 
 #include <cstddef>
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +46,11 @@ class Outbound {
 
   /// Takes up to `len` bytes of the stream; returns how many are now in a kernel's hands.
   absl::StatusOr<size_t> send(const std::byte* data, size_t len, int flags);
+  /// As send, for bytes the caller leaves unchanged until call_ends() (Pair::lend_some).
+  absl::StatusOr<size_t> lend(const std::byte* data, size_t len, int flags);
+  /// The caller's call ends: what is still unacknowledged of the bytes it lent is copied into
+  /// the ring, and nothing is read from where they lay from now on.
+  void call_ends();
   /// Reads acknowledgements and resend requests, and sends again what a resumption owes,
   /// while the caller waits elsewhere; an error once no path is left.
   absl::Status tend();
@@ -82,7 +94,18 @@ class Outbound {
     uint64_t end = 0;
   };
 
+  absl::StatusOr<size_t> take(const std::byte* data, size_t len, int flags, bool lent);
   void stage(const std::byte* data, size_t len);
+  /// As stage, for lent bytes: they are recorded where they lie, up to the window.
+  void stage_lent(const std::byte* data, size_t len);
+  /// Where the stream's bytes from `offset` lie, and how many lie there contiguously (at most
+  /// `max`): in a lent span or in the ring.
+  std::pair<const std::byte*, size_t> bytes_at(uint64_t offset, size_t max) const;
+  /// How many bytes from `offset` on lie alike (all in one lent span, or all in the ring, up
+  /// to the next span): a frame never straddles the two, so it takes at most two iovecs.
+  uint64_t run_at(uint64_t offset) const;
+  /// Forgets spans wholly acknowledged, which no frame still reads.
+  void drop_acked_spans();
   void push(int flags);
   void start_frame();
   /// One sendmsg of the current frame, sending no payload at `stop` or beyond; false when its
@@ -107,6 +130,16 @@ class Outbound {
   LinkFaults faults_;
   LinkEvents* events_;
   std::unique_ptr<std::byte[]> ring_;
+  // Lent spans, in stream order: stream bytes [start, end) lie at `at`. Their places in the
+  // ring stay empty until call_ends(). A link full of spans copies instead.
+  struct Lent {
+    uint64_t start, end;
+    const std::byte* at;
+  };
+  static constexpr size_t kMaxLent = 32;
+  std::array<Lent, kMaxLent> lent_{};
+  size_t lent_first_ = 0, lent_count_ = 0;
+  const Lent& lent(size_t i) const { return lent_[(lent_first_ + i) % kMaxLent]; }
   // Stream offsets: acked_ <= wire_ <= staged_, taken_ <= staged_.
   uint64_t acked_ = 0;   ///< the receiver has consumed everything before
   uint64_t wire_ = 0;    ///< the current epoch has sent everything before

@@ -259,11 +259,18 @@ absl::StatusOr<size_t> TcpPair::send_some_more(const std::byte* data, size_t len
   return send_flagged(data, len, rails_ > 1 ? 0 : MSG_MORE);
 }
 
-absl::StatusOr<size_t> TcpPair::send_flagged(const std::byte* data, size_t len, int flags) {
+absl::StatusOr<size_t> TcpPair::lend_some(const std::byte* data, size_t len) {
+  return send_flagged(data, len, 0, /*lent=*/true);
+}
+
+void TcpPair::call_ends() { out_->call_ends(); }
+
+absl::StatusOr<size_t> TcpPair::send_flagged(const std::byte* data, size_t len, int flags,
+                                             bool lent) {
   if (len == 0) return out_->failed().ok() ? absl::StatusOr<size_t>(size_t{0}) : out_->failed();
   // A sender that never waits must still see a detour asked from another thread.
   if (detour_wanted_.load(std::memory_order_relaxed) != out_->detoured()) tend_added_paths();
-  return out_->send(data, len, flags);
+  return lent ? out_->lend(data, len, flags) : out_->send(data, len, flags);
 }
 
 absl::StatusOr<size_t> TcpPair::recv_some(size_t max, Sink sink) {

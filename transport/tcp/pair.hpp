@@ -107,6 +107,9 @@ class TcpPair : public Pair {
   int peer() const override { return peer_rank_; }
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
+  /// Lent bytes of 64 KiB and more are kept where they lie until call_ends (outbound.hpp).
+  absl::StatusOr<size_t> lend_some(const std::byte* data, size_t len) override;
+  void call_ends() override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
@@ -137,7 +140,8 @@ class TcpPair : public Pair {
   int rcvbuf_bytes() const;
 
  private:
-  absl::StatusOr<size_t> send_flagged(const std::byte* data, size_t len, int flags);
+  absl::StatusOr<size_t> send_flagged(const std::byte* data, size_t len, int flags,
+                                      bool lent = false);
   absl::StatusOr<size_t> receive(size_t max, const Scatter* to, const Sink* sink);
   /// Names each path by the local interface its socket leaves from (getifaddrs: a few
   /// system calls), on the health monitor's thread at its first reading rather than while a
