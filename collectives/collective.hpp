@@ -19,6 +19,12 @@ constexpr bool reduces(CollectiveKind kind) {
   return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
 }
 
+/// Whether `count` is one rank's block (allgather's send, reduce_scatter's receive): one of
+/// the call's buffers then holds a block per rank.
+constexpr bool counts_per_rank(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReduceScatter;
+}
+
 /// One collective call, validated. `count` is in elements: the whole vector for allreduce
 /// and broadcast, the per-rank block for allgather (send) and reduce_scatter (receive).
 struct CollectiveArgs {

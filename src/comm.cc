@@ -58,8 +58,7 @@ absl::Status Comm::validate(const CollectiveArgs& args) const {
         absl::StrCat("broadcast: root ", args.root, " is not a rank of 0..", size_ - 1));
   }
   // Allgather and reduce_scatter touch size * count elements of one buffer.
-  const bool per_rank = args.kind == CollectiveKind::kAllgather ||
-                        args.kind == CollectiveKind::kReduceScatter;
+  const bool per_rank = counts_per_rank(args.kind);
   // A multiplication that must not overflow, not a division: divisions cost ~15 cycles each.
   const size_t unit = args.elem_bytes() * (per_rank ? static_cast<size_t>(size_) : 1);
   size_t bytes = 0;

@@ -9,9 +9,7 @@ namespace {
 
 // Host rows per piece: one per rank where every rank's block takes part, else one.
 size_t rows(const CollectiveArgs& args, int size) {
-  return args.kind == CollectiveKind::kAllgather || args.kind == CollectiveKind::kReduceScatter
-             ? static_cast<size_t>(size)
-             : 1;
+  return counts_per_rank(args.kind) ? static_cast<size_t>(size) : 1;
 }
 
 }  // namespace

@@ -10,15 +10,11 @@
 
 namespace weft::tools {
 
-bool sized_per_rank(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReduceScatter;
-}
-
 namespace {
 
 size_t whole_elements(CollectiveKind kind, size_t bytes, DataType type, int nranks) {
   const size_t count = bytes / size_of(type);
-  return sized_per_rank(kind) ? count / static_cast<size_t>(nranks) : count;
+  return counts_per_rank(kind) ? count / static_cast<size_t>(nranks) : count;
 }
 
 }  // namespace
@@ -50,7 +46,7 @@ std::vector<size_t> sweep_counts(CollectiveKind kind, const std::vector<size_t>&
 
 size_t bytes_of(const Call& call, int nranks) {
   const size_t bytes = call.count * size_of(call.type);
-  return sized_per_rank(call.kind) ? bytes * static_cast<size_t>(nranks) : bytes;
+  return counts_per_rank(call.kind) ? bytes * static_cast<size_t>(nranks) : bytes;
 }
 
 size_t result_elements(const Call& call, int nranks) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "collectives/collective.hpp"  // reduces()
+#include "collectives/collective.hpp"  // reduces(), counts_per_rank()
 #include "weft/types.hpp"
 
 namespace weft::tools {
@@ -24,9 +24,6 @@ struct Call {
   size_t count = 0;
   bool in_place = false;
 };
-
-/// True for allgather and reduce_scatter, whose size is the whole gathered vector.
-bool sized_per_rank(CollectiveKind kind);
 
 /// The count argument for a size in bytes, as nccl-tests derives it: bytes / element size,
 /// divided by the rank count for allgather and reduce_scatter, rounded down; except that a
