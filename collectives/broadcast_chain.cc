@@ -1,9 +1,10 @@
 // Pipelined chain broadcast: the root streams the vector to the next rank of the ring, and
 // every rank forwards each byte to its successor as soon as it has landed, stopping before
 // the root. One pass over each link; the latency of the chain is N-1 link hops for the first
-// byte, after which all links carry data at once. Bytes are only copied on the way, so links
-// may let the next rank read them straight from our buffer (lend_some: they stay unchanged); the root sends from
-// its send buffer and fills its own receive buffer while the links wait, off the critical path.
+// byte, after which all links carry data at once. Bytes are only copied on the way and stay
+// unchanged, so they are lent (lend_some): links may let the next rank read them straight from
+// our buffer. The root sends from its send buffer and fills its own receive buffer while the
+// links wait, off the critical path.
 #include <cstring>
 
 #include "collectives/algorithm.hpp"

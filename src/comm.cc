@@ -174,15 +174,15 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   if (s.ok() && known.route && !in_band) adopt(*known.route);
   if (s.ok() && !in_band && moves_data) s = chosen.run(ctx, args);
   if (s.ok() && known.route && in_band) adopt(*known.route);
-  // On a failure fail() closes the links, and what was lent goes with them.
-  if (s.ok()) end_call_on_links();
   if (!s.ok()) {
+    // fail() closes the links, and what was lent to them goes with them.
     fail(s);
     if (size_ > 1 && worth_blaming(s) && !aborted_.load(std::memory_order_relaxed)) {
       s = blamed(s);
     }
     return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   }
+  end_call_on_links();
   return s;
 }
 

@@ -111,26 +111,28 @@ void Outbound::call_ends() {
   // Only from the acknowledged byte on: the ring's places below it may hold newer bytes.
   for (size_t i = 0; i < lent_count_; ++i) {
     const Lent& l = lent(i);
-    for (uint64_t o = std::max(l.start, acked_); o < l.end;) {
-      const size_t at = o % kRetainBytes;
-      const size_t n = std::min<uint64_t>(l.end - o, kRetainBytes - at);
-      copy_bytes(ring_.get() + at, l.at + (o - l.start), n);
-      o += n;
-    }
+    const uint64_t from = std::max(l.start, acked_);
+    if (from < l.end) put_in_ring(from, l.at + (from - l.start), l.end - from);
   }
   lent_first_ = lent_count_ = 0;
+}
+
+void Outbound::put_in_ring(uint64_t offset, const std::byte* data, size_t len) {
+  for (size_t done = 0; done < len;) {
+    const size_t at = (offset + done) % kRetainBytes;
+    const size_t n = std::min(len - done, kRetainBytes - at);
+    copy_bytes(ring_.get() + at, data + done, n);
+    done += n;
+  }
 }
 
 void Outbound::stage(const std::byte* data, size_t len) {
   const uint64_t end = taken_ + len;
   const uint64_t to =
       std::min({end, acked_ + kRetainBytes, std::max(wire_, taken_) + kStageAheadBytes});
-  while (staged_ < to) {
-    const size_t at = staged_ % kRetainBytes;
-    const size_t n = std::min<uint64_t>(to - staged_, kRetainBytes - at);
-    copy_bytes(ring_.get() + at, data + (staged_ - taken_), n);
-    staged_ += n;
-  }
+  if (staged_ >= to) return;
+  put_in_ring(staged_, data + (staged_ - taken_), static_cast<size_t>(to - staged_));
+  staged_ = to;
 }
 
 bool Outbound::usable(size_t i) const {
@@ -204,21 +206,22 @@ std::vector<Path*> Outbound::why_rails_failed() const {
 }
 
 absl::StatusOr<size_t> Outbound::send(const std::byte* data, size_t len, int flags) {
-  return take(data, len, flags, /*lent=*/false);
+  return take(data, len, flags, /*keep_where_it_lies=*/false);
 }
 
 absl::StatusOr<size_t> Outbound::lend(const std::byte* data, size_t len, int flags) {
-  return take(data, len, flags, /*lent=*/len >= kLendFrom);
+  return take(data, len, flags, /*keep_where_it_lies=*/len >= kLendFrom);
 }
 
-absl::StatusOr<size_t> Outbound::take(const std::byte* data, size_t len, int flags, bool lent) {
+absl::StatusOr<size_t> Outbound::take(const std::byte* data, size_t len, int flags,
+                                      bool keep_where_it_lies) {
   if (!failed_.ok()) return failed_;
   notice_deaths();
   if (++calls_ % kControlEveryCalls == 0 || staged_ - acked_ > kRetainBytes / 2) {
     read_all_control();
     if (!failed_.ok()) return failed_;
   }
-  if (lent) {
+  if (keep_where_it_lies) {
     stage_lent(data, len);
   } else {
     stage(data, len);

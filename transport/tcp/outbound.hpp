@@ -94,8 +94,11 @@ class Outbound {
     uint64_t end = 0;
   };
 
-  absl::StatusOr<size_t> take(const std::byte* data, size_t len, int flags, bool lent);
+  absl::StatusOr<size_t> take(const std::byte* data, size_t len, int flags,
+                              bool keep_where_it_lies);
   void stage(const std::byte* data, size_t len);
+  /// Copies `len` bytes to the ring's places for stream offsets [offset, offset + len).
+  void put_in_ring(uint64_t offset, const std::byte* data, size_t len);
   /// As stage, for lent bytes: they are recorded where they lie, up to the window.
   void stage_lent(const std::byte* data, size_t len);
   /// Where the stream's bytes from `offset` lie, and how many lie there contiguously (at most
