@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "transport/tcp/frame.hpp"
+#include "transport/tcp/outbound.hpp"
 #include "transport/tcp/path.hpp"
 
 namespace weft::transport::tcp {
@@ -39,10 +40,11 @@ struct TestPath {
   }
 
   /// A data frame of `len` bytes at `offset`, byte k of the stream being k % 251.
-  void send(uint32_t epoch, uint64_t offset, uint32_t len, uint8_t next_path) const {
+  void send(uint32_t epoch, uint64_t offset, uint32_t len, uint8_t next_path,
+            uint64_t ack = 0) const {
     Frame f;
     f.type = Frame::kData;
-    f.epoch = epoch, f.offset = offset, f.length = len, f.next_path = next_path;
+    f.epoch = epoch, f.offset = offset, f.length = len, f.next_path = next_path, f.ack = ack;
     std::vector<std::byte> wire(kFrameHeaderBytes + len);
     encode_frame(f, wire.data());
     for (uint32_t k = 0; k < len; ++k) {
@@ -73,8 +75,9 @@ size_t receive(Inbound& in, uint64_t& at, size_t want, int tries = 100) {
 TEST(TcpInbound, AFrameBeyondAGapOnEveryLivePathIsReadPastToTheNextEpoch) {
   TestPath p0(0), p1(1);
   LinkEvents events(1, 0, "test");
+  RidingAcks acks;
   Inbound in({p0.data.get(), p1.data.get()}, {p0.control.get(), p1.control.get()}, LinkFaults{},
-             &events);
+             &events, &acks);
   uint64_t at = 0;
   p0.send(0, 0, 100, /*next_path=*/1);
   ASSERT_EQ(receive(in, at, 100), 100u);
@@ -92,8 +95,9 @@ TEST(TcpInbound, AFrameBeyondAGapOnEveryLivePathIsReadPastToTheNextEpoch) {
 TEST(TcpInbound, AFrameBeyondAGapWaitsWhileAnotherPathMayStillFillIt) {
   TestPath p0(0), p1(1);
   LinkEvents events(1, 0, "test");
+  RidingAcks acks;
   Inbound in({p0.data.get(), p1.data.get()}, {p0.control.get(), p1.control.get()}, LinkFaults{},
-             &events);
+             &events, &acks);
   uint64_t at = 0;
   p0.send(0, 0, 100, 1);
   p0.send(0, 200, 100, 1);  // [100, 200) is on its way over path 1
@@ -104,6 +108,39 @@ TEST(TcpInbound, AFrameBeyondAGapWaitsWhileAnotherPathMayStillFillIt) {
   p1.send(0, 100, 100, 0);
   EXPECT_EQ(receive(in, at, 200), 200u);
   EXPECT_EQ(at, 300u);
+}
+
+// What the peer's data frames carried reaches the sending half; the control socket
+// acknowledges only what no data frame of this end carried.
+TEST(TcpInbound, AcknowledgementsRideOnDataFramesBothWays) {
+  TestPath p0(0);
+  LinkEvents events(1, 0, "test");
+  RidingAcks acks;
+  Inbound in({p0.data.get()}, {p0.control.get()}, LinkFaults{}, &events, &acks);
+  uint64_t at = 0;
+  constexpr uint32_t kFrameBytes = 64 << 10;
+  const uint64_t kAckEveryBytes = ack_every_bytes(1);
+  // This end's own frames carry each byte as soon as it is consumed: no control frame.
+  for (uint64_t off = 0; off < kAckEveryBytes; off += kFrameBytes) {
+    p0.send(0, off, kFrameBytes, 0, /*ack=*/3 * off);
+    ASSERT_EQ(receive(in, at, kFrameBytes), kFrameBytes);
+    EXPECT_EQ(acks.consumed, at);
+    EXPECT_EQ(acks.peer_consumed, 3 * off);
+    acks.carried = acks.consumed;  // as the sending half's next frame does
+  }
+  std::byte control[kFrameHeaderBytes];
+  EXPECT_LT(::read(p0.control_peer, control, sizeof control), 0) << "an acknowledgement twice";
+  // No frame of this end carries the next kAckEveryBytes: the control socket does.
+  for (uint64_t off = kAckEveryBytes; off < 2 * kAckEveryBytes; off += kFrameBytes) {
+    p0.send(0, off, kFrameBytes, 0);
+    ASSERT_EQ(receive(in, at, kFrameBytes), kFrameBytes);
+  }
+  ASSERT_EQ(::read(p0.control_peer, control, sizeof control), ssize_t{sizeof control});
+  auto ack = decode_frame(control);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->type, Frame::kAck);
+  EXPECT_EQ(ack->offset, 2 * kAckEveryBytes);
+  EXPECT_EQ(acks.peer_consumed, 3 * (kAckEveryBytes - kFrameBytes)) << "a header without one";
 }
 
 }  // namespace

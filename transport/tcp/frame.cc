@@ -63,8 +63,10 @@ T get(const std::byte* in, size_t at) {
 
 // Layout (host byte order: every rank runs the same build on the same architecture):
 // 0 magic u16 | 2 type u8 | 3 flags u8 | 4 epoch u32 | 8 offset u64 | 16 length u32 |
-// 20 next_path u8 | 21 reserved | 24 payload_crc u32 | 28 header_crc u32 (of bytes 0-27)
-constexpr size_t kSealed = 28;
+// 20 next_path u8 | 21 reserved | 24 payload_crc u32 | 28 ack u64 |
+// 36 header_crc u32 (of bytes 0-35)
+constexpr size_t kSealed = 36;
+static_assert(kSealed + 4 == kFrameHeaderBytes);
 constexpr uint8_t kChecksummed = 1;
 
 }  // namespace
@@ -87,6 +89,7 @@ void encode_frame(const Frame& f, std::byte* out) {
   put<uint32_t>(out, 16, f.length);
   put<uint8_t>(out, 20, f.next_path);
   put<uint32_t>(out, 24, f.payload_crc);
+  put<uint64_t>(out, 28, f.ack);
   put<uint32_t>(out, kSealed, crc32c(out, kSealed));
 }
 
@@ -109,6 +112,7 @@ absl::StatusOr<Frame> decode_frame(const std::byte* in) {
   f.length = get<uint32_t>(in, 16);
   f.next_path = get<uint8_t>(in, 20);
   f.payload_crc = get<uint32_t>(in, 24);
+  f.ack = get<uint64_t>(in, 28);
   return f;
 }
 

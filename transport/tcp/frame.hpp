@@ -5,7 +5,8 @@
 // with acknowledgements (what it has consumed) and requests to resend (a checksum that did
 // not match, a rail it lost). Control frames travel on a socket of their own beside each
 // rail's data socket, so a control frame never waits behind data nobody is reading
-// (pair.hpp).
+// (pair.hpp). Acknowledgements also ride on the data frames going the other way
+// (RidingAcks), so a link with data both ways seldom sends a control frame at all.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +16,7 @@
 
 namespace weft::transport::tcp {
 
-inline constexpr size_t kFrameHeaderBytes = 32;
+inline constexpr size_t kFrameHeaderBytes = 40;
 
 struct Frame {
   enum Type : uint8_t { kData = 1, kAck = 2, kResend = 3 };
@@ -31,6 +32,19 @@ struct Frame {
   /// data: payload bytes; resend: the paths (bit per path) the receiver has lost
   uint32_t length = 0;
   uint32_t payload_crc = 0;
+  /// data: what the sender has consumed of the stream coming the other way (an
+  /// acknowledgement riding along; 0 when nothing yet)
+  uint64_t ack = 0;
+};
+
+/// What the two halves of a link share so acknowledgements ride on data frames: the sending
+/// half's headers carry what the receiving half consumed, and the receiving half passes on
+/// what the peer's headers carried. Every value only grows, and any header that passed its
+/// own CRC tells the truth, even a stale one: consumption never goes back.
+struct RidingAcks {
+  uint64_t consumed = 0;       ///< the receiving half has handed over every byte before
+  uint64_t carried = 0;        ///< the most that a header this end sent carried
+  uint64_t peer_consumed = 0;  ///< the most that the peer's headers carried
 };
 
 /// Writes `f` as kFrameHeaderBytes, sealed by a CRC32C of the header itself.

@@ -18,11 +18,12 @@ constexpr int kMaxHeadsPerScan = 16;
 }  // namespace
 
 Inbound::Inbound(std::vector<Path*> data, std::vector<Path*> control, const LinkFaults& faults,
-                 LinkEvents* events)
+                 LinkEvents* events, RidingAcks* acks)
     : paths_(std::move(data)),
       direct_(paths_.size()),
       control_(std::move(control)),
       events_(events),
+      acks_(acks),
       heads_(paths_.size()),
       staging_(new std::byte[kStagingBytes]),
       checked_(new std::byte[kChecksumFrameBytes]),
@@ -79,6 +80,7 @@ bool Inbound::have_head(size_t i) {
     return false;
   }
   max_epoch_ = std::max(max_epoch_, f.epoch);
+  acks_->peer_consumed = std::max(acks_->peer_consumed, f.ack);
   heads_[i] = Head{f, 0};
   return true;
 }
@@ -278,6 +280,7 @@ absl::StatusOr<size_t> Inbound::receive(size_t max, const Scatter* to, const Sin
     // Drained what that socket had (fewer bytes than asked, nothing read ahead left).
     if (*n < want || paths_[i]->drained()) break;
   }
+  acks_->consumed = next_;
   if (last) maybe_ack(*last);
   if (handed > 0) return handed;
   if (!failed_.ok()) return failed_;
@@ -309,8 +312,11 @@ absl::Status Inbound::tend() {
   return failed_;
 }
 
+// What a data frame carried counts here, not in tend(): a frame may die with its path, and a
+// waiting caller then still acknowledges on the control socket.
 void Inbound::maybe_ack(size_t i) {
-  if (next_ - acked_ < kAckEveryBytes || !control_[i]->alive()) return;
+  const uint64_t carried = std::max(acked_, acks_->carried);
+  if (next_ - carried < ack_every_bytes(direct_) || !control_[i]->alive()) return;
   if (control_[i]->control_out_left > 0) return flush_control();
   Frame ack;
   ack.type = Frame::kAck;

@@ -1,10 +1,11 @@
 // The receiving half of a tcp link. It reads frames (frame.hpp) from the rails' data sockets
 // in the order their headers say (each names the rail of the next), hands over the bytes at
 // the stream offset it expects next and skips what it already has: frames of an epoch the
-// sender has left behind, and bytes sent again. On the rails' control sockets it
-// acknowledges what it consumed every kAckEveryBytes, and asks the sender to resume when a
-// rail fails or a checksum does not match; until the sender's next epoch arrives it drops
-// everything older.
+// sender has left behind, and bytes sent again. What it consumed rides on the data frames
+// this end sends (RidingAcks, frame.hpp); on the rails' control sockets it acknowledges what
+// no frame carried, every ack_every_bytes() and whenever the caller waits, and asks the sender
+// to resume when a rail fails or a checksum does not match; until the sender's next epoch
+// arrives it drops everything older.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +28,7 @@ class Inbound {
  public:
   /// Each rail's data and control socket, as Outbound takes them.
   Inbound(std::vector<Path*> data, std::vector<Path*> control, const LinkFaults& faults,
-          LinkEvents* events);
+          LinkEvents* events, RidingAcks* acks);
 
   /// Up to `max` bytes, to where `to` says (not null) or through `sink`.
   absl::StatusOr<size_t> receive(size_t max, const Scatter* to, const Sink* sink);
@@ -83,6 +84,7 @@ class Inbound {
   const size_t direct_;         ///< paths [0, direct_) are the rails; later ones were added
   std::vector<Path*> control_;  ///< each rail's control socket: acknowledgements go here
   LinkEvents* events_;
+  RidingAcks* acks_;
   std::vector<Head> heads_;
   std::unique_ptr<std::byte[]> staging_;  ///< kStagingBytes: sink reads and drops
   std::unique_ptr<std::byte[]> checked_;  ///< kChecksumFrameBytes: a frame being verified

@@ -13,7 +13,6 @@
 namespace weft::transport::tcp {
 namespace {
 
-static_assert((kRetainBytes & (kRetainBytes - 1)) == 0, "ring positions are offsets masked");
 // A call stages up to a stripe ahead of the wire, so that frames are a stripe long (fewer
 // headers to read) while each call still sends at most kMaxSendPerCall; every byte is copied
 // once whenever it is staged.
@@ -30,16 +29,18 @@ constexpr size_t kLendFrom = 64 << 10;
 }  // namespace
 
 Outbound::Outbound(std::vector<Path*> data, std::vector<Path*> control, bool checksum,
-                   const LinkFaults& faults, LinkEvents* events)
+                   const LinkFaults& faults, LinkEvents* events, RidingAcks* acks)
     : paths_(std::move(data)),
       control_(std::move(control)),
       checksum_(checksum),
       faults_(faults),
       events_(events),
-      ring_(new std::byte[kRetainBytes]),
+      acks_(acks),
+      retain_bytes_(retain_bytes(paths_.size())),
+      ring_(new std::byte[retain_bytes_]),
       direct_(paths_.size()) {
   // Touch every page now: nothing on the data path may fault.
-  std::memset(ring_.get(), 0, kRetainBytes);
+  std::memset(ring_.get(), 0, retain_bytes_);
   for (size_t i = 0; i < paths_.size(); ++i) live_.push_back(i);
   if (faults_.kill_peer != events_->peer()) faults_.kill_peer = -1;
 }
@@ -57,7 +58,7 @@ std::string Outbound::live_names() const {
 
 void Outbound::stage_lent(const std::byte* data, size_t len) {
   drop_acked_spans();
-  const uint64_t to = std::min<uint64_t>(taken_ + len, acked_ + kRetainBytes);
+  const uint64_t to = std::min<uint64_t>(taken_ + len, acked_ + retain_bytes_);
   if (staged_ >= to) return;
   const std::byte* at = data + (staged_ - taken_);
   if (lent_count_ > 0) {
@@ -92,8 +93,8 @@ std::pair<const std::byte*, size_t> Outbound::bytes_at(uint64_t offset, size_t m
     }
     if (offset < l.end) return {l.at + (offset - l.start), std::min<uint64_t>(max, l.end - offset)};
   }
-  const size_t at = offset % kRetainBytes;
-  return {ring_.get() + at, std::min<uint64_t>({max, kRetainBytes - at, ring_run})};
+  const size_t at = offset & (retain_bytes_ - 1);
+  return {ring_.get() + at, std::min<uint64_t>({max, retain_bytes_ - at, ring_run})};
 }
 
 uint64_t Outbound::run_at(uint64_t offset) const {
@@ -107,7 +108,10 @@ uint64_t Outbound::run_at(uint64_t offset) const {
 
 void Outbound::call_ends() {
   if (lent_count_ == 0) return;
-  if (failed_.ok()) read_all_control();  // what was acknowledged meanwhile needs no copy
+  // What was acknowledged meanwhile needs no copy: first what rode in on the peer's data,
+  // then, if that was not all, what came on the control sockets.
+  absorb_riding_acks();
+  if (failed_.ok() && lent(lent_count_ - 1).end > acked_) read_all_control();
   // Only from the acknowledged byte on: the ring's places below it may hold newer bytes.
   for (size_t i = 0; i < lent_count_; ++i) {
     const Lent& l = lent(i);
@@ -119,8 +123,8 @@ void Outbound::call_ends() {
 
 void Outbound::put_in_ring(uint64_t offset, const std::byte* data, size_t len) {
   for (size_t done = 0; done < len;) {
-    const size_t at = (offset + done) % kRetainBytes;
-    const size_t n = std::min(len - done, kRetainBytes - at);
+    const size_t at = (offset + done) & (retain_bytes_ - 1);
+    const size_t n = std::min(len - done, retain_bytes_ - at);
     copy_bytes(ring_.get() + at, data + done, n);
     done += n;
   }
@@ -129,7 +133,7 @@ void Outbound::put_in_ring(uint64_t offset, const std::byte* data, size_t len) {
 void Outbound::stage(const std::byte* data, size_t len) {
   const uint64_t end = taken_ + len;
   const uint64_t to =
-      std::min({end, acked_ + kRetainBytes, std::max(wire_, taken_) + kStageAheadBytes});
+      std::min({end, acked_ + retain_bytes_, std::max(wire_, taken_) + kStageAheadBytes});
   if (staged_ >= to) return;
   put_in_ring(staged_, data + (staged_ - taken_), static_cast<size_t>(to - staged_));
   staged_ = to;
@@ -217,7 +221,8 @@ absl::StatusOr<size_t> Outbound::take(const std::byte* data, size_t len, int fla
                                       bool keep_where_it_lies) {
   if (!failed_.ok()) return failed_;
   notice_deaths();
-  if (++calls_ % kControlEveryCalls == 0 || staged_ - acked_ > kRetainBytes / 2) {
+  absorb_riding_acks();
+  if (++calls_ % kControlEveryCalls == 0 || staged_ - acked_ > retain_bytes_ / 2) {
     read_all_control();
     if (!failed_.ok()) return failed_;
   }
@@ -237,6 +242,7 @@ absl::StatusOr<size_t> Outbound::take(const std::byte* data, size_t len, int fla
 absl::Status Outbound::tend() {
   if (!failed_.ok()) return failed_;
   notice_deaths();
+  absorb_riding_acks();
   if (!unacknowledged() && !owes()) return failed_;  // nothing can come: no system call
   read_all_control();
   if (owes()) push(0);
@@ -268,6 +274,8 @@ void Outbound::start_frame() {
   f.offset = wire_;
   f.length = static_cast<uint32_t>(len);
   f.next_path = static_cast<uint8_t>(path_for(wire_ + len));
+  f.ack = acks_->consumed;
+  acks_->carried = std::max(acks_->carried, f.ack);
   if (checksum_) {
     uint32_t crc = 0;
     for (uint64_t o = wire_; o < wire_ + len;) {

@@ -128,8 +128,9 @@ TcpPair::TcpPair(const std::vector<int>& fds, int self_rank, int peer_rank,
                                  " ms (WEFT_PATH_TIMEOUT_MS) of the link's first path"));
     events_.path_lost("connecting", *paths_[r], 0);
   }
-  out_ = std::make_unique<Outbound>(data, control, init.checksum, init.faults, &events_);
-  in_ = std::make_unique<Inbound>(data, control, init.faults, &events_);
+  out_ = std::make_unique<Outbound>(data, control, init.checksum, init.faults, &events_,
+                                    &riding_acks_);
+  in_ = std::make_unique<Inbound>(data, control, init.faults, &events_, &riding_acks_);
   if (intake_ != nullptr) {
     out_->allow_stranding();
     in_->allow_stranding();

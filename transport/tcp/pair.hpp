@@ -54,7 +54,7 @@ inline constexpr size_t kStagingBytes = 256 << 10;
 /// more send and recv call, ~1-2 us each) stays a few percent of a chunk's wire time even at
 /// 100 Gb/s (~40 us), and a multiple of kStagingBytes so a receive never splits a staging
 /// read at a chunk end it could have avoided. Small enough that what the collectives keep in
-/// flight on a link (up to the 4 MiB relay; ring steps move 1 MiB chunk rounds) spreads
+/// flight on a link (up to its window, two chunks a rail: outbound.hpp) spreads
 /// over several rails, and that each socket's kernel buffer holds several chunks, so no
 /// rail idles while the sender fills another. NCCL's socket transport likewise cuts each
 /// message into per-socket pieces of at least 64 KiB.
@@ -160,6 +160,7 @@ class TcpPair : public Pair {
   const int self_rank_;
   const int peer_rank_;
   LinkEvents events_;
+  RidingAcks riding_acks_;
   std::vector<std::unique_ptr<Path>> paths_;  ///< [0, K): data; [K, 2K): control, by rail
   std::unique_ptr<Outbound> out_;
   std::unique_ptr<Inbound> in_;
