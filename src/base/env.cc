@@ -223,11 +223,12 @@ absl::Status read_link_settings(const EnvLookup& lookup, Config& c) {
     if (ok && parts.size() == 4) {
       ok = parts[3].size() > 1 && parts[3][0] == 'h' &&
            absl::SimpleAtoi(parts[3].substr(1), &k.header_bytes) && k.header_bytes >= 0 &&
-           k.header_bytes < 32;
+           k.header_bytes < env::kFaultFrameHeaderBytes;
     }
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "WEFT_INJECT_PATH_KILL=", kill, " is not RANK>PEER@BYTE or RANK>PEER@BYTE+hN (N < 32)"));
+          "WEFT_INJECT_PATH_KILL=", kill, " is not RANK>PEER@BYTE or RANK>PEER@BYTE+hN (N < ",
+          env::kFaultFrameHeaderBytes, ")"));
     }
     c.inject_path_kill = k;
   }

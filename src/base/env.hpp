@@ -171,6 +171,9 @@ inline constexpr EnvVar kPathTimeoutMs{
     "a tcp path whose sent bytes go unacknowledged this long (or an idle one that stops "
     "answering keepalive probes) is dead, and its link moves to another path; at most half "
     "of WEFT_TIMEOUT"};
+/// The bytes of a tcp frame header, which WEFT_INJECT_PATH_KILL's +hN counts in
+/// (transport/tcp/frame.hpp asserts that the two agree).
+inline constexpr int kFaultFrameHeaderBytes = 40;
 inline constexpr EnvVar kInjectPathKill{
     "WEFT_INJECT_PATH_KILL", "",
     "fault injection: RANK>PEER@BYTE kills the path that carries byte BYTE of RANK's stream "

@@ -63,6 +63,25 @@ TEST(ByteSettings, OutOfRangeIsRefusedAndNamesTheRangeAndTheCost) {
                     HasSubstr("4 KiB..1 GiB"), HasSubstr("allocates and touches")));
 }
 
+// A path kill inside a frame header takes any byte of the header and none past it.
+TEST(FaultSettings, APathKillInAHeaderStaysInsideTheHeader) {
+  auto with = [](std::string value) {
+    return Config::from_env([value](std::string_view name) -> std::optional<std::string> {
+      if (name == "WEFT_INJECT_PATH_KILL") return value;
+      return std::nullopt;
+    });
+  };
+  const int last = env::kFaultFrameHeaderBytes - 1;
+  auto inside = with("0>1@4096+h" + std::to_string(last));
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  ASSERT_TRUE(inside->inject_path_kill.has_value());
+  EXPECT_EQ(inside->inject_path_kill->header_bytes, last);
+  auto past = with("0>1@4096+h" + std::to_string(last + 1));
+  ASSERT_FALSE(past.ok());
+  EXPECT_THAT(std::string(past.status().message()),
+              HasSubstr("(N < " + std::to_string(env::kFaultFrameHeaderBytes) + ")"));
+}
+
 // The health settings (src/health/): defaults, and a bad value named with what it takes.
 TEST(HealthSettings, DefaultsAndRefusals) {
   auto defaults = Config::from_env([](std::string_view) { return std::nullopt; });

@@ -134,7 +134,7 @@ TEST(LinkSource, CountersOfAPathGrowWithTraffic) {
   source.sample(absl::Now(), before);
   ASSERT_TRUE(link.carry(1 << 20));
   source.sample(absl::Now(), after);
-  // 1 MiB is two stripes, one per socket, each cut in frames with a 32-byte header
+  // 1 MiB is two stripes, one per socket, each cut in frames with a 40-byte header
   // (transport/tcp/frame.hpp) of at most 128 KiB here (one send call's worth).
   const double rail0 =
       counters_of(after[1])["tcp_bytes_acked"] - counters_of(before[1])["tcp_bytes_acked"];

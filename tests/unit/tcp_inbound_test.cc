@@ -141,6 +141,20 @@ TEST(TcpInbound, AcknowledgementsRideOnDataFramesBothWays) {
   EXPECT_EQ(ack->type, Frame::kAck);
   EXPECT_EQ(ack->offset, 2 * kAckEveryBytes);
   EXPECT_EQ(acks.peer_consumed, 3 * (kAckEveryBytes - kFrameBytes)) << "a header without one";
+  // Whatever rides on data, the control socket acknowledges everything every half window: a
+  // sender waiting for room may not be reading this end's frames.
+  const uint64_t half = ack_all_every_bytes(1);
+  const uint64_t from = at;
+  for (uint64_t off = from; off < from + half; off += kFrameBytes) {
+    EXPECT_LT(::read(p0.control_peer, control, sizeof control), 0) << "before half a window";
+    p0.send(0, off, kFrameBytes, 0);
+    ASSERT_EQ(receive(in, at, kFrameBytes), kFrameBytes);
+    acks.carried = acks.consumed;
+  }
+  ASSERT_EQ(::read(p0.control_peer, control, sizeof control), ssize_t{sizeof control});
+  ack = decode_frame(control);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->offset, from + half);
 }
 
 }  // namespace

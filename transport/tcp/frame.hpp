@@ -13,10 +13,12 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "src/base/env.hpp"
 
 namespace weft::transport::tcp {
 
 inline constexpr size_t kFrameHeaderBytes = 40;
+static_assert(kFrameHeaderBytes == env::kFaultFrameHeaderBytes, "WEFT_INJECT_PATH_KILL's +hN");
 
 struct Frame {
   enum Type : uint8_t { kData = 1, kAck = 2, kResend = 3 };
@@ -43,7 +45,7 @@ struct Frame {
 /// own CRC tells the truth, even a stale one: consumption never goes back.
 struct RidingAcks {
   uint64_t consumed = 0;       ///< the receiving half has handed over every byte before
-  uint64_t carried = 0;        ///< the most that a header this end sent carried
+  uint64_t carried = 0;        ///< the most that a header this end wrote whole carried
   uint64_t peer_consumed = 0;  ///< the most that the peer's headers carried
 };
 

@@ -26,7 +26,9 @@
 namespace weft::transport::tcp {
 
 inline constexpr uint32_t kHandshakeMagic = 0x54464557;  // "WEFT" on the wire
-inline constexpr uint32_t kHandshakeVersion = 5;  // 3: rails; 4: framed, a socket per direction; 5: data and control sockets
+// 3: rails; 4: framed, a socket per direction; 5: data and control sockets; 6: 40-byte frame
+// headers with a riding acknowledgement
+inline constexpr uint32_t kHandshakeVersion = 6;
 inline constexpr size_t kHeaderBytes = 40;
 inline constexpr size_t kHelloBytes = kHeaderBytes + sizeof(Nonce);
 inline constexpr size_t kAckBytes = kHeaderBytes + sizeof(Nonce) + sizeof(Proof);

@@ -316,7 +316,10 @@ absl::Status Inbound::tend() {
 // waiting caller then still acknowledges on the control socket.
 void Inbound::maybe_ack(size_t i) {
   const uint64_t carried = std::max(acked_, acks_->carried);
-  if (next_ - carried < ack_every_bytes(direct_) || !control_[i]->alive()) return;
+  if (next_ - carried < ack_every_bytes(direct_) && next_ - acked_ < ack_all_every_bytes(direct_)) {
+    return;
+  }
+  if (!control_[i]->alive()) return;
   if (control_[i]->control_out_left > 0) return flush_control();
   Frame ack;
   ack.type = Frame::kAck;

@@ -3,9 +3,10 @@
 // the stream offset it expects next and skips what it already has: frames of an epoch the
 // sender has left behind, and bytes sent again. What it consumed rides on the data frames
 // this end sends (RidingAcks, frame.hpp); on the rails' control sockets it acknowledges what
-// no frame carried, every ack_every_bytes() and whenever the caller waits, and asks the sender
-// to resume when a rail fails or a checksum does not match; until the sender's next epoch
-// arrives it drops everything older.
+// no frame carried every ack_every_bytes(), everything every ack_all_every_bytes(), and
+// everything whenever the caller waits; there too it asks the sender to resume when a rail
+// fails or a checksum does not match, and until the sender's next epoch arrives it drops
+// everything older.
 #pragma once
 
 #include <cstddef>

@@ -58,7 +58,7 @@ std::string Outbound::live_names() const {
 
 void Outbound::stage_lent(const std::byte* data, size_t len) {
   drop_acked_spans();
-  const uint64_t to = std::min<uint64_t>(taken_ + len, acked_ + retain_bytes_);
+  const uint64_t to = std::min<uint64_t>(taken_ + len, kept_from() + retain_bytes_);
   if (staged_ >= to) return;
   const std::byte* at = data + (staged_ - taken_);
   if (lent_count_ > 0) {
@@ -75,8 +75,7 @@ void Outbound::stage_lent(const std::byte* data, size_t len) {
 }
 
 void Outbound::drop_acked_spans() {
-  // A frame under way (an orphan's, say) may still read below the acknowledged byte.
-  const uint64_t read_from = cur_.active ? std::min(acked_, cur_.start) : acked_;
+  const uint64_t read_from = kept_from();
   while (lent_count_ > 0 && lent(0).end <= read_from) {
     lent_first_ = (lent_first_ + 1) % kMaxLent;
     --lent_count_;
@@ -112,10 +111,11 @@ void Outbound::call_ends() {
   // then, if that was not all, what came on the control sockets.
   absorb_riding_acks();
   if (failed_.ok() && lent(lent_count_ - 1).end > acked_) read_all_control();
-  // Only from the acknowledged byte on: the ring's places below it may hold newer bytes.
+  // Only from the first byte still needed on: the ring's places below it may hold newer bytes.
+  const uint64_t kept = kept_from();
   for (size_t i = 0; i < lent_count_; ++i) {
     const Lent& l = lent(i);
-    const uint64_t from = std::max(l.start, acked_);
+    const uint64_t from = std::max(l.start, kept);
     if (from < l.end) put_in_ring(from, l.at + (from - l.start), l.end - from);
   }
   lent_first_ = lent_count_ = 0;
@@ -133,7 +133,7 @@ void Outbound::put_in_ring(uint64_t offset, const std::byte* data, size_t len) {
 void Outbound::stage(const std::byte* data, size_t len) {
   const uint64_t end = taken_ + len;
   const uint64_t to =
-      std::min({end, acked_ + retain_bytes_, std::max(wire_, taken_) + kStageAheadBytes});
+      std::min({end, kept_from() + retain_bytes_, std::max(wire_, taken_) + kStageAheadBytes});
   if (staged_ >= to) return;
   put_in_ring(staged_, data + (staged_ - taken_), static_cast<size_t>(to - staged_));
   staged_ = to;
@@ -275,7 +275,6 @@ void Outbound::start_frame() {
   f.length = static_cast<uint32_t>(len);
   f.next_path = static_cast<uint8_t>(path_for(wire_ + len));
   f.ack = acks_->consumed;
-  acks_->carried = std::max(acks_->carried, f.ack);
   if (checksum_) {
     uint32_t crc = 0;
     for (uint64_t o = wire_; o < wire_ + len;) {
@@ -291,6 +290,7 @@ void Outbound::start_frame() {
   cur_.sent = 0;
   cur_.start = wire_;
   cur_.end = wire_ + len;
+  cur_.ack = f.ack;
   encode_frame(f, cur_.header);
 }
 
@@ -343,6 +343,9 @@ bool Outbound::write_current(int flags, uint64_t stop) {
     n = *wrote;
   }
   const size_t payload_before = cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0;
+  if (cur_.sent < kFrameHeaderBytes && cur_.sent + n >= kFrameHeaderBytes) {
+    acks_->carried = std::max(acks_->carried, cur_.ack);  // on its way to the peer now
+  }
   cur_.sent += n;
   const size_t payload_after = cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0;
   path.payload_sent.add(payload_after - payload_before);

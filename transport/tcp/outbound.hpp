@@ -1,7 +1,8 @@
 // The sending half of a tcp link. The caller's bytes are copied into a retention ring before
 // they leave, cut into frames (frame.hpp) and striped over the rails' data sockets by stream
 // offset (kStripeBytes per rail in turn). The ring keeps every byte until the receiver
-// acknowledges it (on the rails' control sockets), so when a rail fails, or the receiver
+// acknowledges it (in the headers of its own data frames, or on the rails' control
+// sockets), so when a rail fails, or the receiver
 // asks again (a CRC32C mismatch, a rail it lost), the sender starts a new epoch over the
 // rails left and sends again from the last acknowledged byte; the receiver skips what it
 // already has. The caller never notices: a byte counts as taken once it is in the kernel,
@@ -29,21 +30,27 @@
 
 namespace weft::transport::tcp {
 
-/// Bytes each outbound direction of a link retains until acknowledged, per rail: the window
-/// a path failure can cost, and the most a sender has in flight. The receiver acknowledges
-/// every quarter window, so a sender seldom waits for room. 1 MiB a rail and not more: every
+/// Bytes each outbound direction of a link retains until acknowledged, per rail (a path of
+/// the link: WEFT_SOCKETS_PER_RAIL makes more), up to kMaxRetainBytes: the window a path
+/// failure can cost, and the most a sender has in flight. 1 MiB a rail and not more: every
 /// byte that is not lent is copied into the ring, and a ring that fits in a core's L2 cache
 /// beside the caller's buffers made 32 KiB-512 KiB allreduces over tcp 10-25% faster than a
 /// 4 MiB one (docs/PERFORMANCE.md), while large messages were not slower. More rails keep
-/// more in flight, two stripe chunks each.
+/// more in flight, two stripe chunks each, up to the 4 MiB a link had before.
 inline constexpr size_t kRetainBytesPerRail = 1 << 20;
+inline constexpr size_t kMaxRetainBytes = 4 << 20;
 /// The window of a link over `rails` rails: a power of two, so ring places are offsets masked.
 constexpr size_t retain_bytes(size_t rails) {
   size_t bytes = kRetainBytesPerRail;
-  while (bytes < kRetainBytesPerRail * rails) bytes *= 2;
+  while (bytes < kRetainBytesPerRail * rails && bytes < kMaxRetainBytes) bytes *= 2;
   return bytes;
 }
+/// The receiver acknowledges on the control socket what no data frame of its own carried,
+/// every quarter window, and everything every half window whatever rode on data: a riding
+/// acknowledgement reaches the sender only when it reads from this end, which a sender
+/// waiting for room may not be doing.
 constexpr size_t ack_every_bytes(size_t rails) { return retain_bytes(rails) / 4; }
+constexpr size_t ack_all_every_bytes(size_t rails) { return retain_bytes(rails) / 2; }
 /// The largest checksummed frame: the receiver holds a whole one before handing a byte over.
 inline constexpr size_t kChecksumFrameBytes = 64 << 10;
 
@@ -102,6 +109,7 @@ class Outbound {
     size_t sent = 0;  ///< bytes of header and payload on the wire
     uint64_t start = 0;
     uint64_t end = 0;
+    uint64_t ack = 0;  ///< what its header acknowledges (RidingAcks::carried once written)
   };
 
   absl::StatusOr<size_t> take(const std::byte* data, size_t len, int flags,
@@ -128,6 +136,10 @@ class Outbound {
   void read_all_control();
   /// Takes in what the peer's data frames acknowledged (the receiving half read them).
   void absorb_riding_acks() { acked_ = std::max(acked_, std::min(acks_->peer_consumed, staged_)); }
+  /// The first stream byte the link still needs: the last acknowledged one, or an earlier
+  /// one that the frame under way still sends (after a resumption from an older byte, or an
+  /// orphan's): the ring's places and the lent spans from there on are kept.
+  uint64_t kept_from() const { return cur_.active ? std::min(acked_, cur_.start) : acked_; }
   /// Resumes without a rail the receiving half found dead (the twins share sockets).
   void notice_deaths();
   void control_lost(size_t path, std::string cause);
