@@ -44,10 +44,23 @@ LOOPBACK = "127.0.0.1"
 DEADLINE_S = 90  # the whole test; ctest's TIMEOUT is above it
 WEFT_TIMEOUT_S = 30  # ranks 0-2 wait this long at most for rank 3 in the rendezvous
 
-# The wire formats, as src/bootstrap.hpp and transport/tcp/handshake.hpp describe them.
-RENDEZVOUS_VERSION = 2
-TCP_MAGIC = 0x54464557
-TCP_VERSION = 5
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def wire_constant(header, name):
+    """A constant of weft's own headers, so that a version bump never leaves this test's
+    forged hellos behind (they would be refused for their version, not for their proof)."""
+    with open(os.path.join(SOURCE, header), encoding="utf-8") as f:
+        found = re.search(rf"\b{name} = (\w+);", f.read())
+    if found is None:
+        raise SystemExit(f"nc_strangers: no {name} in {header}")
+    return int(found.group(1), 0)
+
+
+# The wire formats, as src/bootstrap_wire.hpp and transport/tcp/handshake.hpp describe them.
+RENDEZVOUS_VERSION = wire_constant("src/bootstrap_wire.hpp", "kProtocolVersion")
+TCP_MAGIC = wire_constant("transport/tcp/handshake.hpp", "kHandshakeMagic")
+TCP_VERSION = wire_constant("transport/tcp/handshake.hpp", "kHandshakeVersion")
 CHALLENGE_CODE = 0x43484C47
 PROOF_BYTES = 32
 CHALLENGE_BYTES = 8 + 16 + PROOF_BYTES  # header, the server's nonce, the server's proof
