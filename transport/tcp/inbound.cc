@@ -21,6 +21,8 @@ Inbound::Inbound(std::vector<Path*> data, std::vector<Path*> control, const Link
                  LinkEvents* events, RidingAcks* acks)
     : paths_(std::move(data)),
       direct_(paths_.size()),
+      ack_every_(ack_every_bytes(direct_)),
+      ack_all_every_(ack_all_every_bytes(direct_)),
       control_(std::move(control)),
       events_(events),
       acks_(acks),
@@ -316,9 +318,7 @@ absl::Status Inbound::tend() {
 // waiting caller then still acknowledges on the control socket.
 void Inbound::maybe_ack(size_t i) {
   const uint64_t carried = std::max(acked_, acks_->carried);
-  if (next_ - carried < ack_every_bytes(direct_) && next_ - acked_ < ack_all_every_bytes(direct_)) {
-    return;
-  }
+  if (next_ - carried < ack_every_ && next_ - acked_ < ack_all_every_) return;
   if (!control_[i]->alive()) return;
   if (control_[i]->control_out_left > 0) return flush_control();
   Frame ack;

@@ -83,6 +83,8 @@ class Inbound {
 
   std::vector<Path*> paths_;    ///< each rail's data socket
   const size_t direct_;         ///< paths [0, direct_) are the rails; later ones were added
+  const size_t ack_every_;      ///< ack_every_bytes(direct_)
+  const size_t ack_all_every_;  ///< ack_all_every_bytes(direct_)
   std::vector<Path*> control_;  ///< each rail's control socket: acknowledgements go here
   LinkEvents* events_;
   RidingAcks* acks_;

@@ -58,7 +58,7 @@ std::string Outbound::live_names() const {
 
 void Outbound::stage_lent(const std::byte* data, size_t len) {
   drop_acked_spans();
-  const uint64_t to = std::min<uint64_t>(taken_ + len, kept_from() + retain_bytes_);
+  const uint64_t to = std::min<uint64_t>(taken_ + len, window_end());
   if (staged_ >= to) return;
   const std::byte* at = data + (staged_ - taken_);
   if (lent_count_ > 0) {
@@ -75,8 +75,7 @@ void Outbound::stage_lent(const std::byte* data, size_t len) {
 }
 
 void Outbound::drop_acked_spans() {
-  const uint64_t read_from = kept_from();
-  while (lent_count_ > 0 && lent(0).end <= read_from) {
+  while (lent_count_ > 0 && lent(0).end <= kept_from()) {
     lent_first_ = (lent_first_ + 1) % kMaxLent;
     --lent_count_;
   }
@@ -133,7 +132,7 @@ void Outbound::put_in_ring(uint64_t offset, const std::byte* data, size_t len) {
 void Outbound::stage(const std::byte* data, size_t len) {
   const uint64_t end = taken_ + len;
   const uint64_t to =
-      std::min({end, kept_from() + retain_bytes_, std::max(wire_, taken_) + kStageAheadBytes});
+      std::min({end, window_end(), std::max(wire_, taken_) + kStageAheadBytes});
   if (staged_ >= to) return;
   put_in_ring(staged_, data + (staged_ - taken_), static_cast<size_t>(to - staged_));
   staged_ = to;

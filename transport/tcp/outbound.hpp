@@ -1,11 +1,10 @@
 // The sending half of a tcp link. The caller's bytes are copied into a retention ring before
 // they leave, cut into frames (frame.hpp) and striped over the rails' data sockets by stream
 // offset (kStripeBytes per rail in turn). The ring keeps every byte until the receiver
-// acknowledges it (in the headers of its own data frames, or on the rails' control
-// sockets), so when a rail fails, or the receiver
-// asks again (a CRC32C mismatch, a rail it lost), the sender starts a new epoch over the
-// rails left and sends again from the last acknowledged byte; the receiver skips what it
-// already has. The caller never notices: a byte counts as taken once it is in the kernel,
+// acknowledges it (in the headers of its own data frames, or on the rails' control sockets),
+// so when a rail fails, or the receiver asks again (a CRC32C mismatch, a rail it lost), the
+// sender starts a new epoch over the rails left and sends again from the last acknowledged
+// byte; the receiver skips what it already has. The caller never notices: a byte counts as taken once it is in the kernel,
 // as before.
 //
 // Bytes lent (lend(): the caller leaves them unchanged until its call ends) are not copied:
@@ -140,6 +139,8 @@ class Outbound {
   /// one that the frame under way still sends (after a resumption from an older byte, or an
   /// orphan's): the ring's places and the lent spans from there on are kept.
   uint64_t kept_from() const { return cur_.active ? std::min(acked_, cur_.start) : acked_; }
+  /// The stream offset staging stops before: the ring holds one window from kept_from().
+  uint64_t window_end() const { return kept_from() + retain_bytes_; }
   /// Resumes without a rail the receiving half found dead (the twins share sockets).
   void notice_deaths();
   void control_lost(size_t path, std::string cause);

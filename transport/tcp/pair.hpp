@@ -54,9 +54,9 @@ inline constexpr size_t kStagingBytes = 256 << 10;
 /// more send and recv call, ~1-2 us each) stays a few percent of a chunk's wire time even at
 /// 100 Gb/s (~40 us), and a multiple of kStagingBytes so a receive never splits a staging
 /// read at a chunk end it could have avoided. Small enough that what the collectives keep in
-/// flight on a link (up to its window, two chunks a rail: outbound.hpp) spreads
-/// over several rails, and that each socket's kernel buffer holds several chunks, so no
-/// rail idles while the sender fills another. NCCL's socket transport likewise cuts each
+/// flight on a link (up to its window, two chunks a rail: outbound.hpp) spreads over several
+/// rails, and that each socket's kernel buffer holds several chunks, so no rail idles while
+/// the sender fills another. NCCL's socket transport likewise cuts each
 /// message into per-socket pieces of at least 64 KiB.
 inline constexpr size_t kStripeBytes = 512 << 10;
 static_assert((kStripeBytes & (kStripeBytes - 1)) == 0, "offsets map to chunks by shifting");
