@@ -37,6 +37,9 @@ absl::StatusOr<transport::Pair*> Comm::link(int peer, Deadline deadline) {
 
 void Comm::end_call_on_links() {
   for (int peer : used_peers_) {
+    if (links_[peer] != nullptr) links_[peer]->call_received();
+  }
+  for (int peer : used_peers_) {
     if (links_[peer] != nullptr) links_[peer]->call_ends();
     used_[peer] = 0;
   }

@@ -113,8 +113,9 @@ class Pair {
   /// As send_some, for bytes the caller follows at once with more (a round's state, then
   /// its data): a transport may hold them back a moment to put both on the wire together
   /// (tcp: MSG_MORE, one packet instead of two, each of which costs the receiving host
-  /// microseconds). Held bytes leave with the next send, and without one soon after by
-  /// themselves (tcp: with the next acknowledgement, at the latest on the kernel's probe).
+  /// microseconds). Held bytes leave with the next send, and without one soon after: ucx's
+  /// worker thread sends them after a millisecond, tcp with the link's next receive or
+  /// tend() (which a waiting collective's Waiter calls on every link).
   virtual absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) {
     return send_some(data, len);
   }
@@ -141,6 +142,10 @@ class Pair {
   virtual absl::StatusOr<size_t> lend_some(const std::byte* data, size_t len) {
     return offer_some(data, len);
   }
+  /// The call's last receive is done: a transport that acknowledges what it received may do
+  /// so now, so that the peer's call_ends finds its lent bytes acknowledged. The communicator
+  /// calls it on every link a call used before it calls call_ends on any.
+  virtual void call_received() {}
   /// The call ends: bytes lent in it (lend_some) may change from now on. The communicator
   /// calls it, on the link's own thread, for every link a call used.
   virtual void call_ends() {}

@@ -16,43 +16,10 @@
 #include "transport/tcp/frame.hpp"
 #include "transport/tcp/outbound.hpp"
 #include "transport/tcp/path.hpp"
+#include "tests/unit/tcp_test_path.hpp"
 
 namespace weft::transport::tcp {
 namespace {
-
-/// One path: the receiver's data and control sockets, and the test's ends of them.
-struct TestPath {
-  std::unique_ptr<Path> data, control;
-  int data_peer = -1, control_peer = -1;
-
-  explicit TestPath(int index) {
-    int d[2], c[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, d), 0);
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, c), 0);
-    data = std::make_unique<Path>(d[0], "path " + std::to_string(index));
-    control = std::make_unique<Path>(c[0], "path " + std::to_string(index));
-    data->pair_with(control.get());
-    data_peer = d[1], control_peer = c[1];
-  }
-  ~TestPath() {
-    ::close(data_peer);
-    ::close(control_peer);
-  }
-
-  /// A data frame of `len` bytes at `offset`, byte k of the stream being k % 251.
-  void send(uint32_t epoch, uint64_t offset, uint32_t len, uint8_t next_path,
-            uint64_t ack = 0) const {
-    Frame f;
-    f.type = Frame::kData;
-    f.epoch = epoch, f.offset = offset, f.length = len, f.next_path = next_path, f.ack = ack;
-    std::vector<std::byte> wire(kFrameHeaderBytes + len);
-    encode_frame(f, wire.data());
-    for (uint32_t k = 0; k < len; ++k) {
-      wire[kFrameHeaderBytes + k] = std::byte{static_cast<uint8_t>((offset + k) % 251)};
-    }
-    ASSERT_EQ(::write(data_peer, wire.data(), wire.size()), static_cast<ssize_t>(wire.size()));
-  }
-};
 
 /// Receives until `want` bytes came or `tries` receives passed; checks each byte.
 size_t receive(Inbound& in, uint64_t& at, size_t want, int tries = 100) {
@@ -155,6 +122,40 @@ TEST(TcpInbound, AcknowledgementsRideOnDataFramesBothWays) {
   ack = decode_frame(control);
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_EQ(ack->offset, from + half);
+}
+
+// A sender that lent its bytes waits, when its call ends, for their acknowledgement rather than
+// copy them (outbound.hpp): the receiver sends it once its own call has received its last
+// byte, and only for frames marked lent that no frame of its own carried back.
+TEST(TcpInbound, LentFramesAreAcknowledgedWhenTheCallHasReceivedThem) {
+  TestPath p0(0);
+  LinkEvents events(1, 0, "test");
+  RidingAcks acks;
+  Inbound in({p0.data.get()}, {p0.control.get()}, LinkFaults{}, &events, &acks);
+  uint64_t at = 0;
+  constexpr uint32_t kBytes = 4096;
+  p0.send(0, 0, kBytes, 0);
+  ASSERT_EQ(receive(in, at, kBytes), kBytes);
+  in.call_received();
+  EXPECT_FALSE(TestPath::read_frame(p0.control_peer)) << "nobody waits for bytes not lent";
+
+  p0.send(0, kBytes, kBytes, 0, 0, /*lent=*/true);
+  ASSERT_EQ(receive(in, at, kBytes), kBytes);
+  EXPECT_FALSE(TestPath::read_frame(p0.control_peer)) << "before the call has received all";
+  in.call_received();
+  auto ack = TestPath::read_frame(p0.control_peer);
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->type, Frame::kAck);
+  EXPECT_EQ(ack->offset, 2 * kBytes);
+  in.call_received();
+  EXPECT_FALSE(TestPath::read_frame(p0.control_peer)) << "an acknowledgement twice";
+
+  // Carried back on a frame of this end already: no control frame.
+  p0.send(0, 2 * kBytes, kBytes, 0, 0, /*lent=*/true);
+  ASSERT_EQ(receive(in, at, kBytes), kBytes);
+  acks.carried = acks.consumed;
+  in.call_received();
+  EXPECT_FALSE(TestPath::read_frame(p0.control_peer)) << "acknowledged twice";
 }
 
 }  // namespace

@@ -260,8 +260,10 @@ TEST_P(TransportTest, ConnectRejectsItselfAndUnknownRanks) {
 }
 
 // A peer that goes away must surface as an error within a bounded time, never a hang.
-// send_some_more may hold its bytes back for the send that follows (tcp: MSG_MORE). They
-// must still arrive when no send follows, and stay in order when one does.
+// send_some_more may hold its bytes back for the send that follows (tcp: in its ring, to
+// leave in one frame with what follows). They must still arrive when no send follows, while
+// the sender waits as a collective's Waiter does (it tends every link), and stay in order
+// when one does.
 TEST_P(TransportTest, BytesHeldForMoreArriveInOrder) {
   ASSERT_NO_FATAL_FAILURE(link_two_ranks());
   const uint64_t seed = random_seed();
@@ -279,6 +281,7 @@ TEST_P(TransportTest, BytesHeldForMoreArriveInOrder) {
                             : a_->send_some(msg.data() + out, msg.size() - out);
         },
         [&](size_t in) {
+          (void)a_->tend();
           return b_->recv_some(msg.size() - in, [&](const std::byte* d, size_t len) {
             got.insert(got.end(), d, d + len);
           });

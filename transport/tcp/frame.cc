@@ -68,6 +68,7 @@ T get(const std::byte* in, size_t at) {
 constexpr size_t kSealed = 36;
 static_assert(kSealed + 4 == kFrameHeaderBytes);
 constexpr uint8_t kChecksummed = 1;
+constexpr uint8_t kLent = 2;
 
 }  // namespace
 
@@ -83,7 +84,7 @@ void encode_frame(const Frame& f, std::byte* out) {
   std::memset(out, 0, kFrameHeaderBytes);
   put<uint16_t>(out, 0, kMagic);
   put<uint8_t>(out, 2, f.type);
-  put<uint8_t>(out, 3, f.checksummed ? kChecksummed : 0);
+  put<uint8_t>(out, 3, (f.checksummed ? kChecksummed : 0) | (f.lent ? kLent : 0));
   put<uint32_t>(out, 4, f.epoch);
   put<uint64_t>(out, 8, f.offset);
   put<uint32_t>(out, 16, f.length);
@@ -107,6 +108,7 @@ absl::StatusOr<Frame> decode_frame(const std::byte* in) {
   }
   f.type = static_cast<Frame::Type>(type);
   f.checksummed = (get<uint8_t>(in, 3) & kChecksummed) != 0;
+  f.lent = (get<uint8_t>(in, 3) & kLent) != 0;
   f.epoch = get<uint32_t>(in, 4);
   f.offset = get<uint64_t>(in, 8);
   f.length = get<uint32_t>(in, 16);

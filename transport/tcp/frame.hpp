@@ -26,6 +26,10 @@ struct Frame {
   /// Data: the payload carries a CRC32C in payload_crc, which the receiver checks before it
   /// hands a byte over.
   bool checksummed = false;
+  /// Data: some of the payload lies where the sender's caller keeps it until its call ends,
+  /// and the sender would rather wait for its acknowledgement then than copy it
+  /// (Inbound::call_received).
+  bool lent = false;
   uint8_t next_path = 0;  ///< data: the path the epoch's next frame goes on
   uint32_t epoch = 0;     ///< data and resend: the sender's epoch
   /// data: the stream offset of the first payload byte; ack: bytes consumed; resend: where

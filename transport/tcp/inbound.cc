@@ -83,6 +83,7 @@ bool Inbound::have_head(size_t i) {
   }
   max_epoch_ = std::max(max_epoch_, f.epoch);
   acks_->peer_consumed = std::max(acks_->peer_consumed, f.ack);
+  if (f.lent) lent_end_ = std::max(lent_end_, f.offset + f.length);
   heads_[i] = Head{f, 0};
   return true;
 }
@@ -303,15 +304,29 @@ absl::Status Inbound::tend() {
   if (next_ > acked_) {
     for (size_t i = 0; i < control_.size(); ++i) {
       if (!control_[i]->alive() || control_[i]->control_out_left > 0) continue;
-      Frame ack;
-      ack.type = Frame::kAck;
-      ack.offset = next_;
-      send_control(ack, i);
-      acked_ = next_;
+      acknowledge_on(i);
       break;
     }
   }
   return failed_;
+}
+
+void Inbound::call_received() {
+  if (!failed_.ok()) return;
+  const uint64_t carried = std::max(acked_, acks_->carried);
+  if (lent_end_ <= carried || next_ <= carried) return;
+  for (size_t i = 0; i < control_.size(); ++i) {
+    if (control_[i]->alive()) return acknowledge_on(i);
+  }
+}
+
+void Inbound::acknowledge_on(size_t i) {
+  if (control_[i]->control_out_left > 0) return flush_control();
+  Frame ack;
+  ack.type = Frame::kAck;
+  ack.offset = next_;
+  send_control(ack, i);
+  acked_ = next_;
 }
 
 // What a data frame carried counts here, not in tend(): a frame may die with its path, and a
@@ -319,13 +334,7 @@ absl::Status Inbound::tend() {
 void Inbound::maybe_ack(size_t i) {
   const uint64_t carried = std::max(acked_, acks_->carried);
   if (next_ - carried < ack_every_ && next_ - acked_ < ack_all_every_) return;
-  if (!control_[i]->alive()) return;
-  if (control_[i]->control_out_left > 0) return flush_control();
-  Frame ack;
-  ack.type = Frame::kAck;
-  ack.offset = next_;
-  send_control(ack, i);
-  acked_ = next_;
+  if (control_[i]->alive()) acknowledge_on(i);
 }
 
 void Inbound::ask_resend() {

@@ -3,8 +3,9 @@
 // the stream offset it expects next and skips what it already has: frames of an epoch the
 // sender has left behind, and bytes sent again. What it consumed rides on the data frames
 // this end sends (RidingAcks, frame.hpp); on the rails' control sockets it acknowledges what
-// no frame carried every ack_every_bytes(), everything every ack_all_every_bytes(), and
-// everything whenever the caller waits; there too it asks the sender to resume when a rail
+// no frame carried every ack_every_bytes(), everything every ack_all_every_bytes(),
+// everything whenever the caller waits, and lent frames when its call has received them
+// all (call_received); there too it asks the sender to resume when a rail
 // fails or a checksum does not match, and until the sender's next epoch arrives it drops
 // everything older.
 #pragma once
@@ -33,6 +34,9 @@ class Inbound {
 
   /// Up to `max` bytes, to where `to` says (not null) or through `sink`.
   absl::StatusOr<size_t> receive(size_t max, const Scatter* to, const Sink* sink);
+  /// The caller's call received its last byte: what it consumed that no frame of this end
+  /// carried back is acknowledged now if the sender waits for it (frames marked lent).
+  void call_received();
   /// Sends what is owed (an acknowledgement, a resend request) while the caller waits.
   absl::Status tend();
   /// A socket of rail `path` reported an error or hang-up (check_peer's poll).
@@ -76,6 +80,9 @@ class Inbound {
   void send_control(const Frame& f, size_t path);
   void flush_control();
   void maybe_ack(size_t path);
+  /// Acknowledges everything consumed on control socket `path` (or first sends what waits
+  /// there).
+  void acknowledge_on(size_t path);
   void corrupt(std::byte* data, size_t len);
   void frame_done(size_t path);
   /// Asks for a resend after a rail the sending half found dead (the twins share sockets).
@@ -99,6 +106,7 @@ class Inbound {
   size_t expected_ = 0;        ///< the path the next frame comes on, when not scanning
   bool scanning_ = false;      ///< the next frame may be on any path
   uint64_t acked_ = 0;         ///< the last acknowledgement sent
+  uint64_t lent_end_ = 0;      ///< where the last frame marked lent ends (call_received)
   bool resend_owed_ = false;
   uint32_t lost_mask_ = 0;
   double corrupt_rate_ = 0;

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -25,6 +26,9 @@ constexpr size_t kMaxPlainFrameBytes = kStripeBytes;
 // Smaller lends are copied as before: a copy of a few KiB costs less than reading the
 // acknowledgements when the call ends.
 constexpr size_t kLendFrom = 64 << 10;
+// About what a copy into the ring takes (bytes a nanosecond), to bound the wait for an
+// acknowledgement that would spare it.
+constexpr uint64_t kCopyBytesPerNs = 16;
 
 }  // namespace
 
@@ -109,7 +113,18 @@ void Outbound::call_ends() {
   // What was acknowledged meanwhile needs no copy: first what rode in on the peer's data,
   // then, if that was not all, what came on the control sockets.
   absorb_riding_acks();
-  if (failed_.ok() && lent(lent_count_ - 1).end > acked_) read_all_control();
+  const uint64_t lent_end = lent(lent_count_ - 1).end;
+  // Many bytes left: their acknowledgement is on its way (Inbound::call_received), and a
+  // wait for it up to what the copy would take costs at most twice the copy. Fewer are
+  // copied at once: reading the control socket would cost more.
+  const uint64_t unacked = lent_end > acked_ ? lent_end - std::max(acked_, lent(0).start) : 0;
+  if (failed_.ok() && unacked >= kAckLentFrom) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::nanoseconds(unacked / kCopyBytesPerNs);
+    do {
+      read_all_control(lent_end);
+    } while (failed_.ok() && lent_end > acked_ && std::chrono::steady_clock::now() < until);
+  }
   // Only from the first byte still needed on: the ring's places below it may hold newer bytes.
   const uint64_t kept = kept_from();
   for (size_t i = 0; i < lent_count_; ++i) {
@@ -230,6 +245,13 @@ absl::StatusOr<size_t> Outbound::take(const std::byte* data, size_t len, int fla
   } else {
     stage(data, len);
   }
+  // Bytes the caller follows at once with more (a call check's state, then its data) wait in
+  // the ring and leave in one frame with what follows: one system call and one header, not
+  // two. Without a next send they leave with the pair's next receive or tend().
+  if ((flags & MSG_MORE) != 0 && !keep_where_it_lies && staged_ == taken_ + len) {
+    taken_ += len;
+    return len;
+  }
   push(flags);
   if (!failed_.ok()) return failed_;
   if (wire_ <= taken_) return size_t{0};
@@ -261,7 +283,11 @@ void Outbound::push(int flags) {
 }
 
 void Outbound::start_frame() {
-  size_t len = std::min<uint64_t>({staged_ - wire_, run_at(wire_),
+  // Two runs at most (a call check's state in the ring, then the data lent behind it).
+  const uint64_t first = run_at(wire_);
+  const uint64_t runs =
+      first == UINT64_MAX ? first : first + std::min(run_at(wire_ + first), UINT64_MAX - first);
+  size_t len = std::min<uint64_t>({staged_ - wire_, runs,
                                    checksum_ ? kChecksumFrameBytes : kMaxPlainFrameBytes});
   if (live_.size() > 1) {
     len = std::min<uint64_t>(len, kStripeBytes - (wire_ - epoch_start_) % kStripeBytes);
@@ -274,6 +300,11 @@ void Outbound::start_frame() {
   f.length = static_cast<uint32_t>(len);
   f.next_path = static_cast<uint8_t>(path_for(wire_ + len));
   f.ack = acks_->consumed;
+  // Lent, in a span long enough that call_ends would wait for its acknowledgement.
+  for (size_t i = 0; i < lent_count_ && !f.lent; ++i) {
+    const Lent& l = lent(i);
+    f.lent = l.start < wire_ + len && l.end > wire_ && l.end - l.start >= kAckLentFrom;
+  }
   if (checksum_) {
     uint32_t crc = 0;
     for (uint64_t o = wire_; o < wire_ + len;) {
@@ -316,7 +347,7 @@ bool Outbound::write_current(int flags, uint64_t stop) {
       kill_after = true;
     }
   }
-  iovec parts[3];
+  iovec parts[6];
   int n_parts = 0;
   size_t left = budget;
   if (cur_.sent < kFrameHeaderBytes && left > 0) {
@@ -325,13 +356,14 @@ bool Outbound::write_current(int flags, uint64_t stop) {
     left -= h;
   }
   uint64_t pos = cur_.start + (cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0);
-  // At most two runs: a frame lies in one lent span, or in the ring, wrapping at most once.
-  while (left > 0) {
+  // At most two runs (start_frame), each in one lent span or in the ring, wrapping at most once.
+  while (left > 0 && n_parts < 6) {
     const auto [bytes, n] = bytes_at(pos, left);
     parts[n_parts++] = {const_cast<std::byte*>(bytes), n};
     pos += n;
     left -= n;
   }
+  budget -= left;  // none left: two runs take at most four parts
   size_t n = 0;
   if (n_parts > 0) {
     auto wrote = path.write(parts, n_parts, budget == frame_bytes - cur_.sent ? flags : 0);
@@ -364,15 +396,15 @@ bool Outbound::write_current(int flags, uint64_t stop) {
 
 // Every live rail may carry control frames back. By index, not over live_: a resend request
 // can restart the epoch (and rebuild live_) midway, and a copy would allocate on the data path.
-void Outbound::read_all_control() {
-  for (size_t i = 0; i < paths_.size() && failed_.ok(); ++i) {
-    if (control_[i]->alive()) read_control(i);
+void Outbound::read_all_control(uint64_t enough) {
+  for (size_t i = 0; i < paths_.size() && failed_.ok() && acked_ < enough; ++i) {
+    if (control_[i]->alive()) read_control(i, enough);
   }
 }
 
-void Outbound::read_control(size_t i) {
+void Outbound::read_control(size_t i, uint64_t enough) {
   Path& path = *control_[i];
-  for (int frames = 0; frames < 64 && path.alive(); ++frames) {
+  for (int frames = 0; frames < 64 && path.alive() && acked_ < enough; ++frames) {
     auto header = path.read_header();
     if (!header.ok()) return control_lost(i, std::string(header.status().message()));
     if (!header->has_value()) return;

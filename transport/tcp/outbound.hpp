@@ -10,7 +10,10 @@
 // Bytes lent (lend(): the caller leaves them unchanged until its call ends) are not copied:
 // the ring's place for them stays empty, they are sent and sent again from where they lie,
 // and when the call ends what of them is still unacknowledged is copied into that place
-// (call_ends()). A large call copies the last few hundred KiB instead of every byte.
+// (call_ends()). A large call copies the last few hundred KiB instead of every byte. Frames
+// of lent bytes say so, their receiver acknowledges them when its call has received all
+// (Inbound::call_received), and call_ends waits for that acknowledgement up to what the copy
+// would take before it copies.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +53,9 @@ constexpr size_t retain_bytes(size_t rails) {
 /// waiting for room may not be doing.
 constexpr size_t ack_every_bytes(size_t rails) { return retain_bytes(rails) / 4; }
 constexpr size_t ack_all_every_bytes(size_t rails) { return retain_bytes(rails) / 2; }
+/// Lent bytes from this many on are worth a wait for their acknowledgement at the call's
+/// end (the receiver sends it then, Inbound::call_received) rather than a copy.
+inline constexpr size_t kAckLentFrom = 64 << 10;
 /// The largest checksummed frame: the receiver holds a whole one before handing a byte over.
 inline constexpr size_t kChecksumFrameBytes = 64 << 10;
 
@@ -65,7 +71,8 @@ class Outbound {
   /// As send, for bytes the caller leaves unchanged until call_ends() (Pair::lend_some).
   absl::StatusOr<size_t> lend(const std::byte* data, size_t len, int flags);
   /// The caller's call ends: what is still unacknowledged of the bytes it lent is copied into
-  /// the ring, and nothing is read from where they lay from now on.
+  /// the ring (after a wait for the acknowledgement when that is much), and nothing is read
+  /// from where they lay from now on.
   void call_ends();
   /// Reads acknowledgements and resend requests, and sends again what a resumption owes,
   /// while the caller waits elsewhere; an error once no path is left.
@@ -122,7 +129,7 @@ class Outbound {
   /// `max`): in a lent span or in the ring.
   std::pair<const std::byte*, size_t> bytes_at(uint64_t offset, size_t max) const;
   /// How many bytes from `offset` on lie alike (all in one lent span, or all in the ring, up
-  /// to the next span): a frame never straddles the two, so it takes at most two iovecs.
+  /// to the next span): a frame holds at most two such runs (start_frame).
   uint64_t run_at(uint64_t offset) const;
   /// Forgets spans wholly acknowledged, which no frame still reads.
   void drop_acked_spans();
@@ -131,8 +138,9 @@ class Outbound {
   /// One sendmsg of the current frame, sending no payload at `stop` or beyond; false when its
   /// socket is full or failed, or `stop` is reached.
   bool write_current(int flags, uint64_t stop);
-  void read_control(size_t path);
-  void read_all_control();
+  /// Reads what the control sockets hold, or until everything before `enough` is acknowledged.
+  void read_control(size_t path, uint64_t enough = UINT64_MAX);
+  void read_all_control(uint64_t enough = UINT64_MAX);
   /// Takes in what the peer's data frames acknowledged (the receiving half read them).
   void absorb_riding_acks() { acked_ = std::max(acked_, std::min(acks_->peer_consumed, staged_)); }
   /// The first stream byte the link still needs: the last acknowledged one, or an earlier

@@ -254,16 +254,15 @@ absl::StatusOr<size_t> TcpPair::send_some(const std::byte* data, size_t len) {
   return send_flagged(data, len, 0);
 }
 
-// A striped link may carry the next bytes on another socket, where they could not release
-// this one's held bytes: it sends at once.
 absl::StatusOr<size_t> TcpPair::send_some_more(const std::byte* data, size_t len) {
-  return send_flagged(data, len, rails_ > 1 ? 0 : MSG_MORE);
+  return send_flagged(data, len, MSG_MORE);
 }
 
 absl::StatusOr<size_t> TcpPair::lend_some(const std::byte* data, size_t len) {
   return send_flagged(data, len, 0, /*lent=*/true);
 }
 
+void TcpPair::call_received() { in_->call_received(); }
 void TcpPair::call_ends() { out_->call_ends(); }
 
 absl::StatusOr<size_t> TcpPair::send_flagged(const std::byte* data, size_t len, int flags,

@@ -109,6 +109,7 @@ class TcpPair : public Pair {
   absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
   /// Lent bytes of 64 KiB and more are kept where they lie until call_ends (outbound.hpp).
   absl::StatusOr<size_t> lend_some(const std::byte* data, size_t len) override;
+  void call_received() override;
   void call_ends() override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
