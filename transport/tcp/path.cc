@@ -17,6 +17,11 @@ namespace {
 
 bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
+// A small frame (header and payload) is gathered on the stack and sent with send(): the
+// kernel's sendmsg copies and checks the iovec array first, which at this size costs more
+// than the copy.
+constexpr size_t kGatherUpTo = 512;
+
 }  // namespace
 
 Path::Path(int fd, std::string name)
@@ -143,10 +148,23 @@ std::string Path::failure_seen_elsewhere() const {
 
 absl::StatusOr<size_t> Path::write(const iovec* parts, int count, int flags) {
   if (!alive_) return absl::UnavailableError(cause_);
-  msghdr message{};
-  message.msg_iov = const_cast<iovec*>(parts);
-  message.msg_iovlen = count;
-  const ssize_t n = ::sendmsg(fd_, &message, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += parts[i].iov_len;
+  ssize_t n;
+  if (count > 1 && total <= kGatherUpTo) {
+    std::byte gathered[kGatherUpTo];
+    size_t at = 0;
+    for (int i = 0; i < count; ++i) {
+      std::memcpy(gathered + at, parts[i].iov_base, parts[i].iov_len);
+      at += parts[i].iov_len;
+    }
+    n = ::send(fd_, gathered, total, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
+  } else {
+    msghdr message{};
+    message.msg_iov = const_cast<iovec*>(parts);
+    message.msg_iovlen = count;
+    n = ::sendmsg(fd_, &message, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
+  }
   if (n >= 0) {
     bytes_sent.add(static_cast<uint64_t>(n));
     return static_cast<size_t>(n);
