@@ -4,7 +4,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -64,11 +66,15 @@ TEST(TcpOutbound, BytesFollowedAtOnceLeaveInOneFrameWithWhatFollows) {
   EXPECT_EQ(std::memcmp(frames[0].second.data(), state.data(), state.size()), 0);
   EXPECT_EQ(std::memcmp(frames[0].second.data() + state.size(), data.data(), data.size()), 0);
 
-  // Nothing follows: the held bytes leave with the next tend().
+  // Nothing follows: the held bytes leave when the caller waits (tend(), or a receive that
+  // finds nothing: send_held()).
   n = s.out.send(state.data(), state.size(), MSG_MORE);
   ASSERT_TRUE(n.ok()) << n.status();
-  EXPECT_TRUE(s.out.owes());
+  EXPECT_TRUE(s.out.holds());
+  s.path.drain(s.stream);
+  EXPECT_EQ(TestPath::frames(s.stream).size(), 1u) << "held, not sent";
   ASSERT_TRUE(s.out.tend().ok());
+  EXPECT_FALSE(s.out.holds());
   s.path.drain(s.stream);
   frames = TestPath::frames(s.stream);
   ASSERT_EQ(frames.size(), 2u);
@@ -100,6 +106,106 @@ TEST(TcpOutbound, FramesOfLentBytesSaySo) {
   auto frames = TestPath::frames(s.stream);
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_FALSE(frames[0].first.lent);
+}
+
+
+// A link over `rails` test paths, driven by hand: what it writes is read back and
+// acknowledged, so its ring moves on and wraps.
+struct Link {
+  std::vector<std::unique_ptr<TestPath>> paths;
+  LinkEvents events{0, 1, "test"};
+  RidingAcks acks;
+  std::unique_ptr<Outbound> out;
+  std::vector<std::vector<std::byte>> streams;  ///< what each data socket carried so far
+
+  explicit Link(int rails) : streams(rails) {
+    std::vector<Path*> data, control;
+    for (int i = 0; i < rails; ++i) {
+      paths.push_back(std::make_unique<TestPath>(i));
+      data.push_back(paths.back()->data.get());
+      control.push_back(paths.back()->control.get());
+    }
+    out = std::make_unique<Outbound>(data, control, /*checksum=*/false, LinkFaults{}, &events,
+                                     &acks);
+  }
+
+  void drain() {
+    for (size_t i = 0; i < paths.size(); ++i) paths[i]->drain(streams[i]);
+  }
+  /// Acknowledges everything before `offset` on rail 0's control socket.
+  void acknowledge(uint64_t offset) const {
+    Frame ack;
+    ack.type = Frame::kAck;
+    ack.offset = offset;
+    std::byte wire[kFrameHeaderBytes];
+    encode_frame(ack, wire);
+    ASSERT_EQ(::write(paths[0]->control_peer, wire, sizeof wire), ssize_t{sizeof wire});
+  }
+  /// Hands `data` over until all is taken, reading and acknowledging as the peer would.
+  void take_all(const std::vector<std::byte>& data, bool lend, uint64_t& taken) {
+    size_t done = 0;
+    for (int tries = 0; done < data.size() && tries < 10000; ++tries) {
+      auto n = lend ? out->lend(data.data() + done, data.size() - done, 0)
+                    : out->send(data.data() + done, data.size() - done, 0);
+      ASSERT_TRUE(n.ok()) << n.status();
+      done += *n;
+      taken += *n;
+      drain();
+      acknowledge(received());
+    }
+    ASSERT_EQ(done, data.size());
+  }
+  /// The stream's bytes every rail carried, put together by offset.
+  std::vector<std::byte> stream() const {
+    std::vector<std::pair<Frame, std::vector<std::byte>>> all;
+    for (const auto& s : streams) {
+      auto f = TestPath::frames(s);
+      all.insert(all.end(), f.begin(), f.end());
+    }
+    std::sort(all.begin(), all.end(),
+              [](const auto& a, const auto& b) { return a.first.offset < b.first.offset; });
+    std::vector<std::byte> out;
+    for (const auto& [f, payload] : all) {
+      EXPECT_EQ(f.offset, out.size()) << "a gap or an overlap";
+      out.insert(out.end(), payload.begin(), payload.end());
+    }
+    return out;
+  }
+  uint64_t received() const { return stream().size(); }
+};
+
+// Held bytes that straddle the ring's end, and on two rails a stripe boundary, leave with the
+// lent bytes behind them: a frame of two runs, one of them wrapping, or two frames on two
+// sockets; every byte arrives once, in order.
+TEST(TcpOutbound, HeldBytesAcrossTheRingsEndAndAStripeBoundaryArriveWhole) {
+  for (int rails : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << rails << " rails");
+    Link link(rails);
+    const uint64_t ring_end = retain_bytes(rails);
+    const auto filler = bytes(ring_end - 12, 11), state = bytes(24, 13), lent = bytes(96 << 10, 17);
+    uint64_t taken = 0;
+    ASSERT_NO_FATAL_FAILURE(link.take_all(filler, /*lend=*/false, taken));
+    auto n = link.out->send(state.data(), state.size(), MSG_MORE);
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_TRUE(link.out->holds());
+    EXPECT_FALSE(link.out->owes()) << "held bytes are not owed until a send or a wait";
+    ASSERT_NO_FATAL_FAILURE(link.take_all(lent, /*lend=*/true, taken));
+    EXPECT_FALSE(link.out->holds());
+    link.out->call_ends();
+    std::vector<std::byte> want = filler;
+    want.insert(want.end(), state.begin(), state.end());
+    want.insert(want.end(), lent.begin(), lent.end());
+    const std::vector<std::byte> got = link.stream();
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_TRUE(got == want) << "bytes changed";
+    if (rails == 1) {
+      // One frame from the state on: the ring's last 12 bytes, its first 12, the lent run.
+      auto frames = TestPath::frames(link.streams[0]);
+      ASSERT_FALSE(frames.empty());
+      EXPECT_EQ(frames.back().first.offset, filler.size());
+      EXPECT_EQ(frames.back().second.size(), state.size() + lent.size());
+    }
+  }
 }
 
 }  // namespace

@@ -321,7 +321,8 @@ void Inbound::call_received() {
 }
 
 void Inbound::acknowledge_on(size_t i) {
-  if (control_[i]->control_out_left > 0) return flush_control();
+  if (control_[i]->control_out_left > 0) flush_control();
+  if (control_[i]->control_out_left > 0 || !control_[i]->alive()) return;
   Frame ack;
   ack.type = Frame::kAck;
   ack.offset = next_;

@@ -118,7 +118,7 @@ void Outbound::call_ends() {
   // wait for it up to what the copy would take costs at most twice the copy. Fewer are
   // copied at once: reading the control socket would cost more.
   const uint64_t unacked = lent_end > acked_ ? lent_end - std::max(acked_, lent(0).start) : 0;
-  if (failed_.ok() && unacked >= kAckLentFrom) {
+  if (failed_.ok() && !live_.empty() && unacked >= kAckLentFrom && flagged_end_ > acked_) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::nanoseconds(unacked / kCopyBytesPerNs);
     do {
@@ -250,9 +250,12 @@ absl::StatusOr<size_t> Outbound::take(const std::byte* data, size_t len, int fla
   // two. Without a next send they leave with the pair's next receive or tend().
   if ((flags & MSG_MORE) != 0 && !keep_where_it_lies && staged_ == taken_ + len) {
     taken_ += len;
+    held_ = true;
     return len;
   }
-  push(flags);
+  // The ring holds what MSG_MORE asked the kernel to: a striped link's next bytes may go on
+  // another socket, where they could not release this one's.
+  push(flags & ~MSG_MORE);
   if (!failed_.ok()) return failed_;
   if (wire_ <= taken_) return size_t{0};
   const size_t n = static_cast<size_t>(std::min<uint64_t>(wire_, taken_ + len) - taken_);
@@ -264,13 +267,14 @@ absl::Status Outbound::tend() {
   if (!failed_.ok()) return failed_;
   notice_deaths();
   absorb_riding_acks();
-  if (!unacknowledged() && !owes()) return failed_;  // nothing can come: no system call
+  if (!unacknowledged() && !owes() && !held_) return failed_;  // nothing can come: no system call
   read_all_control();
-  if (owes()) push(0);
+  if (owes() || held_) push(0);
   return failed_;
 }
 
 void Outbound::push(int flags) {
+  held_ = false;
   const uint64_t stop = wire_ + kPushPerCallBytes;
   // Stranded (no path, may_strand_): the bytes wait in the ring for one.
   while (failed_.ok() && !live_.empty()) {
@@ -305,6 +309,7 @@ void Outbound::start_frame() {
     const Lent& l = lent(i);
     f.lent = l.start < wire_ + len && l.end > wire_ && l.end - l.start >= kAckLentFrom;
   }
+  if (f.lent) flagged_end_ = std::max(flagged_end_, wire_ + len);
   if (checksum_) {
     uint32_t crc = 0;
     for (uint64_t o = wire_; o < wire_ + len;) {
@@ -363,7 +368,6 @@ bool Outbound::write_current(int flags, uint64_t stop) {
     pos += n;
     left -= n;
   }
-  budget -= left;  // none left: two runs take at most four parts
   size_t n = 0;
   if (n_parts > 0) {
     auto wrote = path.write(parts, n_parts, budget == frame_bytes - cur_.sent ? flags : 0);
@@ -380,7 +384,10 @@ bool Outbound::write_current(int flags, uint64_t stop) {
   cur_.sent += n;
   const size_t payload_after = cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0;
   path.payload_sent.add(payload_after - payload_before);
-  if (!cur_.orphan) wire_ = cur_.start + payload_after;
+  if (!cur_.orphan) {
+    wire_ = cur_.start + payload_after;
+    sent_end_ = std::max(sent_end_, wire_);
+  }
   if (kill_after && n == budget) {
     faults_.kill_peer = -1;  // once
     lost(cur_.path, "a fault injected by WEFT_INJECT_PATH_KILL");
@@ -474,7 +481,7 @@ void Outbound::restart(uint64_t from, const std::string& why, bool quiet) {
       cur_.active = false;
     }
   }
-  const uint64_t resent = std::max(wire_, taken_) - from;
+  const uint64_t resent = sent_end_ > from ? sent_end_ - from : 0;
   ++epoch_;
   epoch_start_ = from;
   wire_ = from;

@@ -66,7 +66,8 @@ class Outbound {
   Outbound(std::vector<Path*> data, std::vector<Path*> control, bool checksum,
            const LinkFaults& faults, LinkEvents* events, RidingAcks* acks);
 
-  /// Takes up to `len` bytes of the stream; returns how many are now in a kernel's hands.
+  /// Takes up to `len` bytes of the stream; returns how many are now in a kernel's hands, or
+  /// with `flags` MSG_MORE held in the ring to leave in one frame with the next send's.
   absl::StatusOr<size_t> send(const std::byte* data, size_t len, int flags);
   /// As send, for bytes the caller leaves unchanged until call_ends() (Pair::lend_some).
   absl::StatusOr<size_t> lend(const std::byte* data, size_t len, int flags);
@@ -77,8 +78,16 @@ class Outbound {
   /// Reads acknowledgements and resend requests, and sends again what a resumption owes,
   /// while the caller waits elsewhere; an error once no path is left.
   absl::Status tend();
-  /// Whether bytes the caller has handed over still wait to be sent again (tend() sends them).
-  bool owes() const { return wire_ < taken_ || cur_.orphan; }
+  /// Whether bytes the caller has handed over still wait to be sent (again, after a
+  /// resumption, or on from a full socket): tend() sends them. Bytes held for the send that
+  /// follows (MSG_MORE) are not owed yet.
+  bool owes() const { return (wire_ < taken_ && !held_) || cur_.orphan; }
+  /// Whether bytes wait in the ring for the send that follows (MSG_MORE).
+  bool holds() const { return held_; }
+  /// Sends bytes held for a send that has not come (the caller waits instead).
+  void send_held() {
+    if (held_) push(0);
+  }
   /// Whether sent bytes await acknowledgement: until then a resend request may come.
   bool unacknowledged() const { return acked_ < std::max(wire_, taken_); }
   /// A socket of rail `path` reported an error or hang-up (check_peer's poll).
@@ -135,7 +144,7 @@ class Outbound {
   void drop_acked_spans();
   void push(int flags);
   void start_frame();
-  /// One sendmsg of the current frame, sending no payload at `stop` or beyond; false when its
+  /// One write of the current frame, sending no payload at `stop` or beyond; false when its
   /// socket is full or failed, or `stop` is reached.
   bool write_current(int flags, uint64_t stop);
   /// Reads what the control sockets hold, or until everything before `enough` is acknowledged.
@@ -183,6 +192,9 @@ class Outbound {
   uint64_t wire_ = 0;    ///< the current epoch has sent everything before
   uint64_t staged_ = 0;  ///< the ring holds [acked_, staged_)
   uint64_t taken_ = 0;   ///< reported taken to the caller
+  uint64_t sent_end_ = 0;  ///< the furthest any epoch has sent: resent bytes are below it
+  bool held_ = false;    ///< [wire_, taken_) waits for the next send (MSG_MORE)
+  uint64_t flagged_end_ = 0;  ///< where the last frame marked lent ends: its ack will come
   uint32_t epoch_ = 0;
   uint64_t epoch_start_ = 0;
   std::vector<size_t> live_;  ///< the epoch's paths, in order

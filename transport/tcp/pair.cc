@@ -283,8 +283,13 @@ absl::StatusOr<size_t> TcpPair::recv_scatter(const Scatter& to, size_t max) {
 
 absl::StatusOr<size_t> TcpPair::receive(size_t max, const Scatter* to, const Sink* sink) {
   auto n = in_->receive(std::min(max, kMaxRecvPerCall), to, sink);
-  // A resumption the caller's sends have not finished moves along with its receives.
-  if (out_->owes()) (void)out_->tend();
+  // A resumption the caller's sends have not finished moves along with its receives. Bytes
+  // held for a send that follows leave with it, unless the caller waits for bytes meanwhile.
+  if (out_->owes()) {
+    (void)out_->tend();
+  } else if (out_->holds() && n.ok() && *n == 0) {
+    out_->send_held();
+  }
   return n;
 }
 
