@@ -112,10 +112,11 @@ class Pair {
 
   /// As send_some, for bytes the caller follows at once with more (a round's state, then
   /// its data): a transport may hold them back a moment to put both on the wire together
-  /// (tcp: MSG_MORE, one packet instead of two, each of which costs the receiving host
-  /// microseconds). Held bytes leave with the next send, and without one soon after: ucx's
-  /// worker thread sends them after a millisecond, tcp with the link's next receive or
-  /// tend() (which a waiting collective's Waiter calls on every link).
+  /// (tcp: in its ring, to leave in one frame with the next send's bytes; one packet instead
+  /// of two, each of which costs the receiving host microseconds). Held bytes leave with the
+  /// next send, and without one soon after: ucx's worker thread sends them after a
+  /// millisecond, tcp with the link's next receive that finds nothing, or tend() (which a
+  /// waiting collective's Waiter calls on every link).
   virtual absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) {
     return send_some(data, len);
   }
