@@ -29,6 +29,8 @@ constexpr size_t kLendFrom = 64 << 10;
 // About what a copy into the ring takes (bytes a nanosecond), to bound the wait for an
 // acknowledgement that would spare it.
 constexpr uint64_t kCopyBytesPerNs = 16;
+// A frame's iovecs: its header, and two runs (start_frame), each wrapping the ring at most once.
+constexpr int kFrameParts = 5;
 
 }  // namespace
 
@@ -287,10 +289,10 @@ void Outbound::push(int flags) {
 }
 
 void Outbound::start_frame() {
-  // Two runs at most (a call check's state in the ring, then the data lent behind it).
-  const uint64_t first = run_at(wire_);
-  const uint64_t runs =
-      first == UINT64_MAX ? first : first + std::min(run_at(wire_ + first), UINT64_MAX - first);
+  // Two runs at most (a call check's state in the ring, then the data lent behind it);
+  // run_at's UINT64_MAX (no span ahead) stays unbounded.
+  uint64_t runs = run_at(wire_);
+  if (runs != UINT64_MAX) runs += std::min(run_at(wire_ + runs), UINT64_MAX - runs);
   size_t len = std::min<uint64_t>({staged_ - wire_, runs,
                                    checksum_ ? kChecksumFrameBytes : kMaxPlainFrameBytes});
   if (live_.size() > 1) {
@@ -352,7 +354,7 @@ bool Outbound::write_current(int flags, uint64_t stop) {
       kill_after = true;
     }
   }
-  iovec parts[6];
+  iovec parts[kFrameParts];
   int n_parts = 0;
   size_t left = budget;
   if (cur_.sent < kFrameHeaderBytes && left > 0) {
@@ -362,7 +364,7 @@ bool Outbound::write_current(int flags, uint64_t stop) {
   }
   uint64_t pos = cur_.start + (cur_.sent > kFrameHeaderBytes ? cur_.sent - kFrameHeaderBytes : 0);
   // At most two runs (start_frame), each in one lent span or in the ring, wrapping at most once.
-  while (left > 0 && n_parts < 6) {
+  while (left > 0 && n_parts < kFrameParts) {
     const auto [bytes, n] = bytes_at(pos, left);
     parts[n_parts++] = {const_cast<std::byte*>(bytes), n};
     pos += n;

@@ -4,8 +4,9 @@
 // acknowledges it (in the headers of its own data frames, or on the rails' control sockets),
 // so when a rail fails, or the receiver asks again (a CRC32C mismatch, a rail it lost), the
 // sender starts a new epoch over the rails left and sends again from the last acknowledged
-// byte; the receiver skips what it already has. The caller never notices: a byte counts as taken once it is in the kernel,
-// as before.
+// byte; the receiver skips what it already has. The caller never notices: a byte counts as
+// taken once it is in the kernel, as before, or held in the ring for the send that follows
+// (MSG_MORE).
 //
 // Bytes lent (lend(): the caller leaves them unchanged until its call ends) are not copied:
 // the ring's place for them stays empty, they are sent and sent again from where they lie,
