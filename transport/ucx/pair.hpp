@@ -3,7 +3,7 @@
 //
 // Sending. send_some copies into a ring of this link's own (pages touched when the link opens)
 // and posts the bytes as one message; the ring's space comes back as UCX completes the sends,
-// oldest first. Such a message, up to kEagerUpTo, asks UCX for fast completion, which UCX
+// oldest first, and an empty ring starts over at its beginning, so small sends stay in cache. Such a message, up to kEagerUpTo, asks UCX for fast completion, which UCX
 // sends eagerly, through its own buffers, up to UCX_RNDV_SEND_NBR_THRESH (256 KiB by default)
 // instead of by rendezvous: its bytes are a copy already, and the rendezvous's round trip and
 // the peer's CMA read cost more than UCX's copy (a 16 KiB allreduce took 7-9 us that way
