@@ -22,93 +22,6 @@ std::vector<std::byte> bytes(size_t len, uint8_t first) {
   return out;
 }
 
-struct Sender {
-  TestPath path{0};
-  LinkEvents events{0, 1, "test"};
-  RidingAcks acks;
-  Outbound out{{path.data.get()}, {path.control.get()}, /*checksum=*/false, LinkFaults{},
-               &events, &acks};
-  std::vector<std::byte> stream;  ///< what the test's end of the data socket read so far
-
-  /// Hands `data` over (lent or copied) until all is taken, reading the socket as it goes.
-  void take_all(const std::vector<std::byte>& data, bool lend) {
-    size_t taken = 0;
-    for (int tries = 0; taken < data.size() && tries < 1000; ++tries) {
-      auto n = lend ? out.lend(data.data() + taken, data.size() - taken, 0)
-                    : out.send(data.data() + taken, data.size() - taken, 0);
-      ASSERT_TRUE(n.ok()) << n.status();
-      taken += *n;
-      path.drain(stream);
-    }
-    ASSERT_EQ(taken, data.size());
-    for (int tries = 0; out.owes() && tries < 1000; ++tries) {
-      ASSERT_TRUE(out.tend().ok());
-      path.drain(stream);
-    }
-  }
-};
-
-// A call check's state sent with MSG_MORE (Pair::send_some_more) and its data right after
-// leave as one frame: one system call and one header, not two.
-TEST(TcpOutbound, BytesFollowedAtOnceLeaveInOneFrameWithWhatFollows) {
-  Sender s;
-  const auto state = bytes(24, 1), data = bytes(32 << 10, 7);
-  auto n = s.out.send(state.data(), state.size(), MSG_MORE);
-  ASSERT_TRUE(n.ok()) << n.status();
-  EXPECT_EQ(*n, state.size()) << "held bytes count as taken";
-  s.path.drain(s.stream);
-  EXPECT_TRUE(s.stream.empty()) << "held, not sent";
-  s.take_all(data, /*lend=*/false);
-  auto frames = TestPath::frames(s.stream);
-  ASSERT_EQ(frames.size(), 1u);
-  EXPECT_EQ(frames[0].first.offset, 0u);
-  ASSERT_EQ(frames[0].second.size(), state.size() + data.size());
-  EXPECT_EQ(std::memcmp(frames[0].second.data(), state.data(), state.size()), 0);
-  EXPECT_EQ(std::memcmp(frames[0].second.data() + state.size(), data.data(), data.size()), 0);
-
-  // Nothing follows: the held bytes leave when the caller waits (tend(), or a receive that
-  // finds nothing: send_held()).
-  n = s.out.send(state.data(), state.size(), MSG_MORE);
-  ASSERT_TRUE(n.ok()) << n.status();
-  EXPECT_TRUE(s.out.holds());
-  s.path.drain(s.stream);
-  EXPECT_EQ(TestPath::frames(s.stream).size(), 1u) << "held, not sent";
-  ASSERT_TRUE(s.out.tend().ok());
-  EXPECT_FALSE(s.out.holds());
-  s.path.drain(s.stream);
-  frames = TestPath::frames(s.stream);
-  ASSERT_EQ(frames.size(), 2u);
-  EXPECT_EQ(frames[1].first.offset, state.size() + data.size());
-  EXPECT_EQ(frames[1].second, state);
-}
-
-// Frames whose payload lies in the caller's buffer say so, so that the receiver acknowledges
-// them when its call has received them; frames of copied bytes do not.
-TEST(TcpOutbound, FramesOfLentBytesSaySo) {
-  Sender s;
-  const auto state = bytes(24, 3), lent = bytes(256 << 10, 5);
-  auto n = s.out.send(state.data(), state.size(), MSG_MORE);
-  ASSERT_TRUE(n.ok()) << n.status();
-  s.take_all(lent, /*lend=*/true);
-  std::vector<std::byte> got;
-  for (const auto& [f, payload] : TestPath::frames(s.stream)) {
-    EXPECT_TRUE(f.lent) << "at " << f.offset;
-    EXPECT_EQ(f.offset, got.size());
-    got.insert(got.end(), payload.begin(), payload.end());
-  }
-  ASSERT_EQ(got.size(), state.size() + lent.size());
-  EXPECT_EQ(std::memcmp(got.data(), state.data(), state.size()), 0);
-  EXPECT_EQ(std::memcmp(got.data() + state.size(), lent.data(), lent.size()), 0)
-      << "the state held back and the lent bytes behind it";
-  s.out.call_ends();
-  s.stream.clear();
-  s.take_all(state, /*lend=*/false);
-  auto frames = TestPath::frames(s.stream);
-  ASSERT_EQ(frames.size(), 1u);
-  EXPECT_FALSE(frames[0].first.lent);
-}
-
-
 // A link over `rails` test paths, driven by hand: what it writes is read back and
 // acknowledged, so its ring moves on and wraps.
 struct Link {
@@ -141,19 +54,23 @@ struct Link {
     encode_frame(ack, wire);
     ASSERT_EQ(::write(paths[0]->control_peer, wire, sizeof wire), ssize_t{sizeof wire});
   }
-  /// Hands `data` over until all is taken, reading and acknowledging as the peer would.
-  void take_all(const std::vector<std::byte>& data, bool lend, uint64_t& taken) {
+  /// Hands `data` over until all is taken, reading and acknowledging as the peer would, then
+  /// lets the link send what it still owes.
+  void take_all(const std::vector<std::byte>& data, bool lend) {
     size_t done = 0;
     for (int tries = 0; done < data.size() && tries < 10000; ++tries) {
       auto n = lend ? out->lend(data.data() + done, data.size() - done, 0)
                     : out->send(data.data() + done, data.size() - done, 0);
       ASSERT_TRUE(n.ok()) << n.status();
       done += *n;
-      taken += *n;
       drain();
       acknowledge(received());
     }
     ASSERT_EQ(done, data.size());
+    for (int tries = 0; out->owes() && tries < 1000; ++tries) {
+      ASSERT_TRUE(out->tend().ok());
+      drain();
+    }
   }
   /// The stream's bytes every rail carried, put together by offset.
   std::vector<std::byte> stream() const {
@@ -174,6 +91,66 @@ struct Link {
   uint64_t received() const { return stream().size(); }
 };
 
+// A call check's state sent with MSG_MORE (Pair::send_some_more) and its data right after
+// leave as one frame: one system call and one header, not two.
+TEST(TcpOutbound, BytesFollowedAtOnceLeaveInOneFrameWithWhatFollows) {
+  Link s(1);
+  const auto state = bytes(24, 1), data = bytes(32 << 10, 7);
+  auto n = s.out->send(state.data(), state.size(), MSG_MORE);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, state.size()) << "held bytes count as taken";
+  s.drain();
+  EXPECT_TRUE(s.streams[0].empty()) << "held, not sent";
+  s.take_all(data, /*lend=*/false);
+  auto frames = TestPath::frames(s.streams[0]);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].first.offset, 0u);
+  ASSERT_EQ(frames[0].second.size(), state.size() + data.size());
+  EXPECT_EQ(std::memcmp(frames[0].second.data(), state.data(), state.size()), 0);
+  EXPECT_EQ(std::memcmp(frames[0].second.data() + state.size(), data.data(), data.size()), 0);
+
+  // Nothing follows: the held bytes leave when the caller waits (tend(), or a receive that
+  // finds nothing: send_held()).
+  n = s.out->send(state.data(), state.size(), MSG_MORE);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(s.out->holds());
+  s.drain();
+  EXPECT_EQ(TestPath::frames(s.streams[0]).size(), 1u) << "held, not sent";
+  ASSERT_TRUE(s.out->tend().ok());
+  EXPECT_FALSE(s.out->holds());
+  s.drain();
+  frames = TestPath::frames(s.streams[0]);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[1].first.offset, state.size() + data.size());
+  EXPECT_EQ(frames[1].second, state);
+}
+
+// Frames whose payload lies in the caller's buffer say so, so that the receiver acknowledges
+// them when its call has received them; frames of copied bytes do not.
+TEST(TcpOutbound, FramesOfLentBytesSaySo) {
+  Link s(1);
+  const auto state = bytes(24, 3), lent = bytes(256 << 10, 5);
+  auto n = s.out->send(state.data(), state.size(), MSG_MORE);
+  ASSERT_TRUE(n.ok()) << n.status();
+  s.take_all(lent, /*lend=*/true);
+  std::vector<std::byte> got;
+  for (const auto& [f, payload] : TestPath::frames(s.streams[0])) {
+    EXPECT_TRUE(f.lent) << "at " << f.offset;
+    EXPECT_EQ(f.offset, got.size());
+    got.insert(got.end(), payload.begin(), payload.end());
+  }
+  ASSERT_EQ(got.size(), state.size() + lent.size());
+  EXPECT_EQ(std::memcmp(got.data(), state.data(), state.size()), 0);
+  EXPECT_EQ(std::memcmp(got.data() + state.size(), lent.data(), lent.size()), 0)
+      << "the state held back and the lent bytes behind it";
+  s.out->call_ends();
+  const size_t before = TestPath::frames(s.streams[0]).size();
+  s.take_all(state, /*lend=*/false);
+  auto frames = TestPath::frames(s.streams[0]);
+  ASSERT_EQ(frames.size(), before + 1);
+  EXPECT_FALSE(frames.back().first.lent);
+}
+
 // Held bytes that straddle the ring's end, and on two rails a stripe boundary, leave with the
 // lent bytes behind them: a frame of two runs, one of them wrapping, or two frames on two
 // sockets; every byte arrives once, in order.
@@ -183,13 +160,12 @@ TEST(TcpOutbound, HeldBytesAcrossTheRingsEndAndAStripeBoundaryArriveWhole) {
     Link link(rails);
     const uint64_t ring_end = retain_bytes(rails);
     const auto filler = bytes(ring_end - 12, 11), state = bytes(24, 13), lent = bytes(96 << 10, 17);
-    uint64_t taken = 0;
-    ASSERT_NO_FATAL_FAILURE(link.take_all(filler, /*lend=*/false, taken));
+    ASSERT_NO_FATAL_FAILURE(link.take_all(filler, /*lend=*/false));
     auto n = link.out->send(state.data(), state.size(), MSG_MORE);
     ASSERT_TRUE(n.ok()) << n.status();
     EXPECT_TRUE(link.out->holds());
     EXPECT_FALSE(link.out->owes()) << "held bytes are not owed until a send or a wait";
-    ASSERT_NO_FATAL_FAILURE(link.take_all(lent, /*lend=*/true, taken));
+    ASSERT_NO_FATAL_FAILURE(link.take_all(lent, /*lend=*/true));
     EXPECT_FALSE(link.out->holds());
     link.out->call_ends();
     std::vector<std::byte> want = filler;

@@ -321,6 +321,7 @@ void Inbound::call_received() {
 }
 
 void Inbound::acknowledge_on(size_t i) {
+  if (!control_[i]->alive()) return;
   if (control_[i]->control_out_left > 0) flush_control();
   if (control_[i]->control_out_left > 0 || !control_[i]->alive()) return;
   Frame ack;
@@ -335,7 +336,7 @@ void Inbound::acknowledge_on(size_t i) {
 void Inbound::maybe_ack(size_t i) {
   const uint64_t carried = std::max(acked_, acks_->carried);
   if (next_ - carried < ack_every_ && next_ - acked_ < ack_all_every_) return;
-  if (control_[i]->alive()) acknowledge_on(i);
+  acknowledge_on(i);
 }
 
 void Inbound::ask_resend() {

@@ -80,7 +80,8 @@ class Inbound {
   void send_control(const Frame& f, size_t path);
   void flush_control();
   void maybe_ack(size_t path);
-  /// Acknowledges everything consumed on control socket `path`, once what waits there is sent.
+  /// Acknowledges everything consumed on control socket `path` (if it lives), once what waits
+  /// there is sent.
   void acknowledge_on(size_t path);
   void corrupt(std::byte* data, size_t len);
   void frame_done(size_t path);
