@@ -98,19 +98,8 @@ UcxPair::~UcxPair() {
   if (probed_ != nullptr) (void)land(inbox_.get(), probed_len_);
   // Requests still held complete (or are cancelled) with the endpoint; none may outlive
   // the buffers they point into.
-  for (size_t i = 0; i < flight_count_; ++i) {
-    void* r = flight_[(flight_first_ + i) % kMaxInFlight].request;
-    if (r != nullptr) {
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_->get(), r);
-      ucp_request_free(r);
-    }
-  }
-  if (offer_request_ != nullptr) {
-    if (ucp_request_check_status(offer_request_) == UCS_INPROGRESS) {
-      ucp_request_cancel(worker_->get(), offer_request_);
-    }
-    ucp_request_free(offer_request_);
-  }
+  sends_.cancel_all(worker_->get());
+  offered_.cancel_all(worker_->get());
   worker_->progress();
 }
 
@@ -259,7 +248,10 @@ absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandO
   // 100 of its 2700 instructions.
   if (inbox_at_ == inbox_len_ && probed_ == nullptr) worker_->progress_once();
   size_t got = 0;
-  while (got < max) {
+  // At most about one large message a receive: the caller's own sends wait meanwhile. Two
+  // ranks trading large blocks otherwise took turns, each reading the whole of the other's
+  // block as it was posted, and posting its own only after.
+  while (got < max && got < kMaxMessage) {
     if (inbox_at_ < inbox_len_) {
       const size_t n = std::min(inbox_len_ - inbox_at_, max - got);
       hand_over(inbox_.get() + inbox_at_, n, got);

@@ -12,13 +12,16 @@
 // its data), or before the link's next wait, offer or tend, so nothing held back is ever
 // waited for. offer_some, for bytes the peer only copies, posts the caller's own buffer: UCX
 // moves a large one by its zero-copy rendezvous (RDMA where the transport has it, CMA between
-// processes of one host), and the bytes count as taken once the send completed.
+// processes of one host), and the bytes count as taken once the send completed. An offer
+// larger than kMaxMessage leaves as several messages, up to kOffersInFlight of them under way
+// at once, so that the peer finds the next one posted as soon as it has read one.
 //
 // Receiving. The next message is found with a tag probe, so its length is known before it
 // lands: one that fits where the caller wants the next bytes goes straight there (for a
 // large one a rendezvous into the user's buffer), any other into this link's receive buffer,
-// from which it is handed over as the caller asks. A zero-length message says the peer
-// closed the link.
+// from which it is handed over as the caller asks. A receive lands about one large message
+// at most, so that the caller's own sends go on between them. A zero-length message says
+// the peer closed the link.
 //
 // Waits. A message once matched is finished within the path timeout, UCX progressing the
 // worker meanwhile (a message that has begun to arrive is as good as a copy under way);
@@ -37,6 +40,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "transport/transport.hpp"
+#include "transport/ucx/requests.hpp"
 #include "transport/ucx/worker.hpp"
 
 namespace weft::transport::ucx {
@@ -75,6 +79,10 @@ class UcxPair : public Pair, private HoldsBytes {
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
   /// Offers below this are copied: a rendezvous's round trip costs more than the copy.
   static constexpr size_t kOfferFrom = size_t{4} << 10;
+  /// Messages of one offer under way at once. One at a time, a receiver that has read a
+  /// message waits for the sender to see that and post the next, and two ranks trading
+  /// blocks of more than kMaxMessage took turns reading instead of reading together.
+  static constexpr size_t kOffersInFlight = 4;
   /// Copied messages up to this ask UCX for fast completion (eager; see above).
   static constexpr size_t kEagerUpTo = size_t{256} << 10;
   /// send_some_more holds back at most this much before it posts anyway.
@@ -122,18 +130,15 @@ class UcxPair : public Pair, private HoldsBytes {
   std::unique_ptr<std::byte[]> ring_;  // kSendRingBytes; positions count bytes ever used
   uint64_t allocated_ = 0, freed_ = 0;
   size_t pending_at_ = 0, pending_len_ = 0;  // held back in the ring: offset, bytes
-  struct InFlight {
-    void* request;     // null: completed when posted
-    uint64_t ring_end;  // the ring is free up to here once this send completes
-  };
   static constexpr size_t kMaxInFlight = 256;
-  std::array<InFlight, kMaxInFlight> flight_{};
-  size_t flight_first_ = 0, flight_count_ = 0;
-  const std::byte* offer_data_ = nullptr;  // the caller's buffer under way (offer_some)
-  size_t offer_len_ = 0;
-  void* offer_request_ = nullptr;
-  const std::byte* ahead_ = nullptr;  // offered bytes sent, not yet handed back as taken
-  size_t ahead_len_ = 0;
+  RequestQueue<uint64_t, kMaxInFlight> sends_;  // marks: the ring is free up to here once done
+  // An offer under way (offer_some): its messages, marked with where each ends in the caller's
+  // buffer. Bytes [offer_at_, offer_done_) completed but are not yet handed back as taken,
+  // [offer_done_, offer_posted_) are still under way. offer_at_ is null when no offer is.
+  RequestQueue<const std::byte*, kOffersInFlight> offered_;
+  const std::byte* offer_at_ = nullptr;
+  const std::byte* offer_done_ = nullptr;
+  const std::byte* offer_posted_ = nullptr;
 
   std::unique_ptr<std::byte[]> inbox_;  // kMaxMessage
   size_t inbox_at_ = 0, inbox_len_ = 0;  // unread bytes [at, len)

@@ -7,46 +7,29 @@
 namespace weft::transport::ucx {
 
 absl::Status UcxPair::reclaim() {
-  while (flight_count_ > 0) {
-    InFlight& f = flight_[flight_first_];
-    if (f.request != nullptr) {
-      const ucs_status_t s = ucp_request_check_status(f.request);
-      if (s == UCS_INPROGRESS) break;
-      ucp_request_free(f.request);
-      f.request = nullptr;
-      if (s != UCS_OK) return failure("a send failed", s);
-    }
-    freed_ = f.ring_end;
-    flight_first_ = (flight_first_ + 1) % kMaxInFlight;
-    --flight_count_;
-  }
-  return absl::OkStatus();
+  const ucs_status_t s = sends_.reap([&](uint64_t upto) { freed_ = upto; });
+  return s == UCS_OK ? absl::OkStatus() : failure("a send failed", s);
 }
 
 absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end) {
   // stage() leaves a slot for every message it starts; only the goodbye may find none.
-  if (flight_count_ == kMaxInFlight) return absl::ResourceExhaustedError("every send slot in use");
+  if (sends_.full()) return absl::ResourceExhaustedError("every send slot in use");
   ucp_request_param_t param{};
   if (len <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
   void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out, &param);
   if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
-  if (r == nullptr && flight_count_ == 0) {
-    freed_ = ring_end;
-    return absl::OkStatus();
-  }
-  flight_[(flight_first_ + flight_count_) % kMaxInFlight] = {r, ring_end};
-  ++flight_count_;
+  sends_.add(r, ring_end, [&](uint64_t upto) { freed_ = upto; });
   return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool more) {
   if (auto s = usable(); !s.ok()) return s;
-  if (offer_request_ != nullptr || ahead_len_ > 0) return fail(offer_changed());
-  if (flight_count_ > 0) {  // a small send UCX finished when posted leaves nothing to reclaim
+  if (offer_at_ != nullptr) return fail(offer_changed());
+  if (!sends_.empty()) {  // a small send UCX finished when posted leaves nothing to reclaim
     worker_->progress();
     if (auto s = reclaim(); !s.ok()) return s;
   }
-  if (len == 0 || flight_count_ == kMaxInFlight) return size_t{0};
+  if (len == 0 || sends_.full()) return size_t{0};
   size_t at = allocated_ % kSendRingBytes;
   if (allocated_ == freed_ && at != 0) {
     // An empty ring starts over at its beginning, so that small sends, which UCX finishes
@@ -58,7 +41,7 @@ absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool mo
   // Bytes held back go out with these as one message when these follow them in the ring.
   if (pending_len_ > 0 && (pending_at_ + pending_len_ != at || pending_len_ == kMaxMessage)) {
     if (auto s = post_pending(); !s.ok()) return s;
-    if (flight_count_ == kMaxInFlight) return size_t{0};
+    if (sends_.full()) return size_t{0};
   }
   const size_t want = std::min(len, kMaxMessage - pending_len_);
   size_t free = kSendRingBytes - (allocated_ - freed_);
@@ -125,42 +108,39 @@ absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
 }
 
 absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) {
-  // Bytes of an offer that completed beyond what the last call asked for are handed over
-  // as the caller comes back for them.
-  if (ahead_len_ > 0) {
-    if (data != ahead_) return fail(offer_changed());
-    const size_t n = std::min(len, ahead_len_);
-    ahead_ += n, ahead_len_ -= n;
-    bytes_sent_.add(n);
-    return n;
-  }
-  if (offer_request_ != nullptr) {
-    if (data != offer_data_) return fail(offer_changed());
+  const auto done = [&](const std::byte* upto) { offer_done_ = upto; };
+  if (offer_at_ == nullptr) {
+    if (len < kOfferFrom) return send_locked(data, len);
+    if (auto s = usable(); !s.ok()) return s;
+    if (auto s = post_pending(); !s.ok()) return s;  // held bytes go first
+    offer_at_ = offer_done_ = offer_posted_ = data;
+  } else {
+    if (data != offer_at_) return fail(offer_changed());
     worker_->progress();
-    const ucs_status_t s = ucp_request_check_status(offer_request_);
-    if (s == UCS_INPROGRESS) {
-      if (auto u = usable(); !u.ok()) return u;
-      return size_t{0};
-    }
-    ucp_request_free(offer_request_);
-    offer_request_ = nullptr;
+    const ucs_status_t s = offered_.reap(done);
     if (s != UCS_OK) return failure("an offered send failed", s);
-    ahead_ = data, ahead_len_ = offer_len_;
-    return offer_locked(data, len);
   }
-  if (len < kOfferFrom) return send_locked(data, len);
-  if (auto s = usable(); !s.ok()) return s;
-  if (auto s = post_pending(); !s.ok()) return s;  // held bytes go first
-  const size_t n = std::min(len, kMaxMessage);
-  ucp_request_param_t param{};
-  void* r = ucp_tag_send_nbx(ep_, data, n, o_.tag_out, &param);
-  if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
-  if (r == nullptr) {
-    bytes_sent_.add(n);
-    return n;
+  // Keeps kOffersInFlight messages under way, so that the peer finds the next one posted as
+  // soon as it has read one. UCX moves each by its zero-copy rendezvous (pair.hpp).
+  const std::byte* const end = data + len;
+  while (!offered_.full() && offer_posted_ < end) {
+    const size_t n = std::min(static_cast<size_t>(end - offer_posted_), kMaxMessage);
+    ucp_request_param_t param{};
+    void* r = ucp_tag_send_nbx(ep_, offer_posted_, n, o_.tag_out, &param);
+    if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
+    offer_posted_ += n;
+    offered_.add(r, offer_posted_, done);
   }
-  offer_data_ = data, offer_len_ = n, offer_request_ = r;
-  return offer_locked(data, len);  // a send UCX finished at once counts at once
+  // Bytes of messages that completed beyond what this call asked for are handed over as the
+  // caller comes back for them.
+  const size_t taken = std::min(static_cast<size_t>(offer_done_ - data), len);
+  offer_at_ = data + taken;
+  if (offered_.empty() && offer_done_ == offer_at_) offer_at_ = nullptr;  // all taken
+  bytes_sent_.add(taken);
+  if (taken == 0) {
+    if (auto s = usable(); !s.ok()) return s;
+  }
+  return taken;
 }
 
 absl::Status UcxPair::offer_changed() {
@@ -174,7 +154,7 @@ bool UcxPair::tend() {
   if (!post_pending().ok()) return false;
   worker_->progress();
   if (!usable().ok() || !reclaim().ok()) return false;
-  return flight_count_ > 0 || offer_request_ != nullptr;
+  return !sends_.empty() || !offered_.empty();
 }
 
 }  // namespace weft::transport::ucx
