@@ -10,7 +10,9 @@
 // to finish: a byte reduced at step k leaves at step k+1 as soon as it has landed. Partial
 // reductions wait in the communicator's relay, a bounded FIFO; a chunk is a quarter of the
 // relay, so the relay always has room for what a round holds back and the ring cannot
-// deadlock however large the message (each rank holds back at most about one chunk).
+// deadlock however large the message (each rank holds back at most about one chunk). With
+// two ranks nothing is held back: every step is the first, sent straight from `in`, and the
+// whole segment is lent at once (the link decides how much of it to keep under way).
 #include <algorithm>
 #include <cstring>
 
@@ -74,14 +76,20 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
   Waiter waiter(what, deadline);
   while (out_round < rounds || in_round < rounds) {
     bool moved = false;
-    // Skip finished (or empty) pieces, then send from the current one.
+    // Skip finished (or empty) pieces, then send from the current one. (A lend of two ranks
+    // may finish several pieces at once.)
     while (out_round < rounds &&
-           out_done == chunk_bytes(seg_bytes(sent_seg(out_step)), out_round)) {
-      out_done = 0;
+           out_done >= chunk_bytes(seg_bytes(sent_seg(out_step)), out_round)) {
+      out_done -= chunk_bytes(seg_bytes(sent_seg(out_step)), out_round);
       if (++out_step == n - 1) out_step = 0, ++out_round;
     }
     if (out_round < rounds) {
-      const size_t want = chunk_bytes(seg_bytes(sent_seg(out_step)), out_round) - out_done;
+      // With two ranks every step is step 0, and its rounds lie end to end in `in`: the rest
+      // of the segment is lent at once, so that a link may keep several messages of it under
+      // way instead of one chunk at a time (ucx: 13-25% off 4-64 MiB allreduces).
+      const size_t want =
+          n == 2 ? seg_bytes(sent_seg(0)) - out_round * chunk - out_done
+                 : chunk_bytes(seg_bytes(sent_seg(out_step)), out_round) - out_done;
       absl::StatusOr<size_t> sent = size_t{0};
       if (out_step == 0) {
         sent = (*next)->lend_some(seg_ptr(sent_seg(0)) + out_round * chunk + out_done, want);
