@@ -1,6 +1,7 @@
 #include "tools/bench_report.hpp"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
@@ -12,7 +13,7 @@ namespace {
 constexpr int kPrefixWidth = 52;  // "%12s  %12s  %8s  %6s  %6s"
 constexpr int kWeftWidth = 33;    // "  %7s  %6s  %6s  %6s"
 constexpr int kPeerWidth = 25;    // "  %7s  %6s  %6s"
-constexpr int kRatioWidth = 8;    // "  %6s"
+constexpr int kRatioWidth = 16;   // "  %6s  %6s"
 
 std::string centered(const std::string& text, int width) {
   const int pad = width - static_cast<int>(text.size());
@@ -71,8 +72,10 @@ void Report::print_columns() const {
       absl::StrAppendFormat(&names, "  %7s  %6s  %6s", "time", "busbw", "#wrong");
       absl::StrAppendFormat(&units, "  %7s  %6s  %6s", "(us)", "(GB/s)", "");
     }
-    absl::StrAppendFormat(&names, "  %6s", "busbw");
-    absl::StrAppendFormat(&units, "  %6s", "ratio");
+    // busbw ratios, out of place and in place: out of place, a local copy can hide a slow
+    // exchange.
+    absl::StrAppendFormat(&names, "  %6s  %6s", "out", "in");
+    absl::StrAppendFormat(&units, "  %6s  %6s", "ratio", "ratio");
   }
   for (std::string* line : {&groups, &names, &units}) {
     while (!line->empty() && line->back() == ' ') line->pop_back();
@@ -100,8 +103,8 @@ void Report::print(const Row& row) const {
     absl::StrAppendFormat(&line, "  %7s  %6s  %6s  %6s", fit(w.us, 7), fit(w.algbw, 6),
                           fit(w.busbw, 6), wrong_text(w));
   }
-  bool have_ratio = false;
-  double ratio = 0;
+  // weft's busbw over the peer's, out of place and in place; null where the peer has none.
+  std::optional<double> ratio[2];
   if (peer_ != nullptr) {
     for (const Cell& p : row.peer) {
       if (p.supported) {
@@ -110,9 +113,12 @@ void Report::print(const Row& row) const {
         absl::StrAppendFormat(&line, "  %7s  %6s  %6s", "n/a", "n/a", "n/a");
       }
     }
-    have_ratio = row.peer[0].supported && row.peer[0].busbw > 0;
-    if (have_ratio) ratio = row.weft[0].busbw / row.peer[0].busbw;
-    absl::StrAppendFormat(&line, "  %6s", have_ratio ? fit(ratio, 6) : std::string("n/a"));
+    for (int i = 0; i < 2; ++i) {
+      if (row.peer[i].supported && row.peer[i].busbw > 0) {
+        ratio[i] = row.weft[i].busbw / row.peer[i].busbw;
+      }
+      absl::StrAppendFormat(&line, "  %6s", ratio[i] ? fit(*ratio[i], 6) : std::string("n/a"));
+    }
   }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
@@ -127,7 +133,8 @@ void Report::print(const Row& row) const {
     j["peer"] = peer_;
     j["peer_out_of_place"] = json_cell(row.peer[0]);
     j["peer_in_place"] = json_cell(row.peer[1]);
-    j["ratio"] = have_ratio ? nlohmann::ordered_json(ratio) : nlohmann::ordered_json();
+    j["ratio"] = ratio[0] ? nlohmann::ordered_json(*ratio[0]) : nlohmann::ordered_json();
+    j["ratio_in_place"] = ratio[1] ? nlohmann::ordered_json(*ratio[1]) : nlohmann::ordered_json();
   } else {
     j["peer"] = nullptr;
   }

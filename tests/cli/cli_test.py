@@ -382,6 +382,10 @@ def test_20_compare_health_off(cli):
     check("# health-off: out of bounds values : 0 OK" in r.out,
           "the paused monitor's columns, checked", r)
     check(len(rows(r.out)) == 5, "8 B, 64 B ... 32 KiB: five rows", r)
+    table = [line.split() for line in r.out.splitlines()
+             if line[:1] == " " and line.split()[0].isdigit()]
+    check(len(table) == 5 and all(len(fields) == 21 for fields in table),
+          "each row: both placements of both, and the ratios out of place and in place", r)
 
 
 def test_20_compare_health_off_needs_the_monitor(cli):
