@@ -157,6 +157,52 @@ TEST_P(TransportTest, OffersArriveWhicheverWayTheyAreReceived) {
   }
 }
 
+// Many small sends, with a larger one now and then, while the receiver does not read: the
+// sender fills whatever the link holds (ucx: the peer's mailbox ring, several laps of it in
+// all; shm: its cells) and is told to wait, not failed, and the receiver then takes every
+// byte in order, packets and larger messages interleaved.
+TEST_P(TransportTest, SmallSendsFillTheLinkWhileThePeerIsAway) {
+  const uint64_t seed = random_seed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  ASSERT_NO_FATAL_FAILURE(link_two_ranks());
+  const std::vector<std::byte> message = make_message(seed, 1 << 20);
+  std::vector<std::byte> got(message.size());
+  size_t sent = 0, received = 0;
+  int blocked = 0;
+  for (uint64_t round = 0; received < message.size() && round < kMaxRounds; ++round) {
+    // The sender goes on until the link takes no more (or all is sent).
+    for (int i = 0; i < 100000 && sent < message.size(); ++i) {
+      const size_t want = std::min(message.size() - sent, rng() % 16 == 0 ? 4000 + rng() % 3000
+                                                                          : 1 + rng() % 600);
+      absl::StatusOr<size_t> n = a_->send_some(message.data() + sent, want);
+      ASSERT_TRUE(n.ok()) << n.status();
+      if (*n == 0) {
+        ++blocked;
+        break;
+      }
+      sent += *n;
+    }
+    // Then the receiver takes all there is, in pieces of varying size.
+    const Deadline deadline = Deadline::after(kTransferTimeout);
+    Backoff backoff;
+    while (received < sent && !deadline.expired()) {
+      const size_t max = std::min(got.size() - received, size_t{1} + rng() % 9000);
+      absl::StatusOr<size_t> n = b_->recv_some(max, [&](const std::byte* data, size_t len) {
+        std::copy(data, data + len, got.begin() + static_cast<ptrdiff_t>(received));
+        received += len;
+      });
+      ASSERT_TRUE(n.ok()) << n.status();
+      *n > 0 ? backoff.reset() : backoff.pause();
+    }
+    ASSERT_EQ(received, sent) << "the receiver waited until the deadline";
+  }
+  EXPECT_EQ(first_mismatch(got, seed), -1);
+  std::printf("[ %s ] 1 MiB in small sends: the sender was told to wait %d times\n",
+              GetParam().name, blocked);
+  EXPECT_EQ(a_->stats().errors + b_->stats().errors, 0u);
+}
+
 TEST_P(TransportTest, FourRanksConnectAllPairsInShuffledOrder) {
   constexpr int kRanks = 4;
   for (int round = 0; round < 3; ++round) {

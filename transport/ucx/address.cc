@@ -12,7 +12,7 @@ uint64_t link_tag(const JobSecret& secret, uint64_t job_id, int from, int to) {
                           {absl::StrCat(job_id), absl::StrCat(from), absl::StrCat(to)});
   uint64_t tag;
   std::memcpy(&tag, mac.data(), sizeof tag);
-  return tag;
+  return tag & ~kTagOffsetBits;
 }
 
 }  // namespace weft::transport::ucx

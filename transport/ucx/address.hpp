@@ -1,11 +1,13 @@
 // ucx addressing: a rank publishes its UCP worker's address (binary, as UCX makes it) under
 // the name "ucx", and peers create endpoints to it when a link first opens.
 //
-// Every message of a link carries one tag, made from the job secret, the job and the two
-// ranks: a stranger that reaches the worker cannot forge it, so its messages match no
-// receive and never reach a collective; and one rank's links, sharing one worker, never
-// match each other's messages. UCX delivers the messages of one tag from one endpoint in
-// the order they were sent, which makes a link's messages one ordered byte stream.
+// Every message of a link carries the link's tag in its high 32 bits, made from the job
+// secret, the job and the two ranks: a stranger that reaches the worker cannot forge it, so
+// its messages match no receive and never reach a collective; and one rank's links, sharing
+// one worker, never match each other's messages. The low 32 bits carry the stream offset of
+// the message's first byte, so that the receiver can put the link's tagged messages and its
+// mailbox packets (mailbox.hpp) in one order; UCX delivers the messages of one link in the
+// order they were sent.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,11 @@
 
 namespace weft::transport::ucx {
 
-/// The tag of every message rank `from` sends rank `to` in job `job_id`.
+/// The bits of a tag that carry a message's stream offset.
+inline constexpr uint64_t kTagOffsetBits = 0xffffffff;
+
+/// The tag of every message rank `from` sends rank `to` in job `job_id`, with its offset bits
+/// zero.
 uint64_t link_tag(const JobSecret& secret, uint64_t job_id, int from, int to);
 
 }  // namespace weft::transport::ucx

@@ -9,13 +9,15 @@
 namespace weft::transport::ucx {
 namespace {
 
-// The first message each way: who sends it, so a link that reached the wrong rank says so.
+// The first message each way: who sends it, so a link that reached the wrong rank says so,
+// then the sender's mailbox card (none where it has no mailbox).
 struct Hello {
   char magic[8];
   int32_t rank;
   int32_t peer;
 };
-constexpr char kMagic[8] = {'w', 'e', 'f', 't', 'u', 'c', 'x', '1'};
+constexpr char kMagic[8] = {'w', 'e', 'f', 't', 'u', 'c', 'x', '2'};
+constexpr size_t kMostHello = 4096;
 constexpr uint64_t kEveryTagBit = ~uint64_t{0};
 
 // Touches every page now, so that no send or receive faults one in later.
@@ -52,11 +54,20 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
     return ucx_error(s, absl::StrCat("rank ", options.self, " creating a UCX endpoint to rank ",
                                      options.peer));
   }
+  if (options.same_host) {
+    // Without one (UCX could not map the region) the link keeps to tagged messages.
+    if (auto m = Mailbox::create(p->worker_->context()); m.ok()) p->mailbox_ = *std::move(m);
+  }
   Hello hello{};
   std::memcpy(hello.magic, kMagic, sizeof kMagic);
   hello.rank = options.self, hello.peer = options.peer;
-  auto sent = p->stage(reinterpret_cast<const std::byte*>(&hello), sizeof hello, /*more=*/false);
+  std::string message(reinterpret_cast<const char*>(&hello), sizeof hello);
+  if (p->mailbox_ != nullptr) message += p->mailbox_->card();
+  auto sent = p->stage(reinterpret_cast<const std::byte*>(message.data()), message.size(),
+                       /*more=*/false);
   if (!sent.ok()) return sent.status();
+  if (*sent != message.size()) return absl::InternalError("the ucx hello did not fit its ring");
+  p->sent_ = 0;  // the hello is not of the stream
   if (options.self < options.peer) return p;
   Backoff backoff;
   while (p->hello_pending_) {
@@ -82,6 +93,7 @@ UcxPair::~UcxPair() {
   const bool healthy = usable().ok();
   if (healthy && post_pending().ok()) (void)post(nullptr, 0, allocated_);
   worker_->not_holding(this);
+  mailbox_.reset();  // its key was unpacked on the endpoint, and goes first
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = healthy ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
@@ -150,7 +162,8 @@ absl::Status UcxPair::check_peer_locked() {
   if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
   if (probed_ == nullptr && inbox_at_ == inbox_len_) {
     ucp_tag_recv_info_t info{};
-    if (ucp_tag_probe_nb(worker_->get(), o_.tag_in, kEveryTagBit, 0, &info) != nullptr &&
+    // A goodbye right after the last bytes this side received.
+    if (ucp_tag_probe_nb(worker_->get(), tag_at(landed_), kEveryTagBit, 0, &info) != nullptr &&
         info.length == 0) {
       return fail(absl::UnavailableError("the peer closed the link"));
     }
@@ -200,30 +213,66 @@ absl::StatusOr<std::optional<size_t>> UcxPair::next_message() {
   for (;;) {
     if (probed_ != nullptr) return std::optional<size_t>(probed_len_);
     if (peer_closed_) return std::optional<size_t>();
+    // The message that starts where this side is in the stream, if a message does (it may
+    // be a packet): its tag says so. The hello, the first message, has offset 0 too.
     ucp_tag_recv_info_t info{};
-    probed_ = ucp_tag_probe_nb(worker_->get(), o_.tag_in, kEveryTagBit, 1, &info);
+    probed_ = ucp_tag_probe_nb(worker_->get(), tag_at(landed_), kEveryTagBit, 1, &info);
     if (probed_ == nullptr) return std::optional<size_t>();
     probed_len_ = info.length;
-    if (probed_len_ == 0) {  // the peer closed the link after its last bytes
-      if (auto s = land(nullptr, 0); !s.ok()) return s;
-      peer_closed_ = true;
+    if (hello_pending_) {
+      if (auto s = read_hello(); !s.ok()) return s;
       continue;
     }
-    if (!hello_pending_) return std::optional<size_t>(probed_len_);
-    Hello hello{};
-    if (probed_len_ != sizeof hello) {
-      return fail(absl::DataLossError(absl::StrCat(
-          "its first message has ", probed_len_, " bytes, not a ", sizeof hello, "-byte hello")));
-    }
-    if (auto s = land(reinterpret_cast<std::byte*>(&hello), sizeof hello); !s.ok()) return s;
-    if (std::memcmp(hello.magic, kMagic, sizeof kMagic) != 0 || hello.rank != o_.peer ||
-        hello.peer != o_.self) {
-      return fail(absl::DataLossError(absl::StrCat(
-          "its hello came from rank ", hello.rank, " for rank ", hello.peer,
-          " (a rank of another job with the same secret?)")));
-    }
-    hello_pending_ = false;
+    if (probed_len_ > 0) return std::optional<size_t>(probed_len_);
+    // The peer closed the link after its last bytes.
+    if (auto s = land(nullptr, 0); !s.ok()) return s;
+    peer_closed_ = true;
   }
+}
+
+absl::Status UcxPair::read_hello() {
+  Hello hello{};
+  if (probed_len_ < sizeof hello || probed_len_ > kMostHello) {
+    return fail(absl::DataLossError(absl::StrCat("its first message has ", probed_len_,
+                                                 " bytes, not a hello")));
+  }
+  std::string message(probed_len_, '\0');
+  if (auto s = land(reinterpret_cast<std::byte*>(message.data()), message.size()); !s.ok()) {
+    return s;
+  }
+  std::memcpy(&hello, message.data(), sizeof hello);
+  if (std::memcmp(hello.magic, kMagic, sizeof kMagic) != 0 || hello.rank != o_.peer ||
+      hello.peer != o_.self) {
+    return fail(absl::DataLossError(absl::StrCat(
+        "its hello came from rank ", hello.rank, " for rank ", hello.peer,
+        " (a rank of another job with the same secret, or another weft version?)")));
+  }
+  hello_pending_ = false;
+  if (mailbox_ == nullptr) return absl::OkStatus();
+  auto reached = mailbox_->reach(ep_, std::string_view(message).substr(sizeof hello));
+  if (!reached.ok()) return fail(reached.status());
+  packets_out_ = *reached;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> UcxPair::take_packet() {
+  const std::optional<Mailbox::Packet> p = mailbox_->peek();
+  // None yet, or a tagged message comes before it.
+  if (!p || p->offset != static_cast<uint32_t>(landed_)) return false;
+  if (p->len == 0 || p->len > Mailbox::kInlineUpTo) {
+    return fail(absl::DataLossError(
+        absl::StrCat("a packet in its mailbox says it has ", p->len, " bytes")));
+  }
+  if (!mailbox_->take(*p, inbox_.get())) return false;  // still landing
+  inbox_at_ = 0, inbox_len_ = p->len;
+  landed_ += p->len;
+  return true;
+}
+
+bool UcxPair::packet_next() const {
+  if (mailbox_ == nullptr || hello_pending_) return false;
+  const std::optional<Mailbox::Packet> p = mailbox_->peek();
+  return p && p->offset == static_cast<uint32_t>(landed_);
 }
 
 absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {
@@ -246,7 +295,7 @@ absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandO
   // One round of UCX's progress, and none while bytes are here to hand over: a waiting caller
   // comes back, and a second round that finds nothing cost a 2-rank 8-byte allreduce about
   // 100 of its 2700 instructions.
-  if (inbox_at_ == inbox_len_ && probed_ == nullptr) worker_->progress_once();
+  if (inbox_at_ == inbox_len_ && probed_ == nullptr && !packet_next()) worker_->progress_once();
   size_t got = 0;
   // At most about one large message a receive: the caller's own sends wait meanwhile. Two
   // ranks trading large blocks otherwise took turns, each reading the whole of the other's
@@ -257,6 +306,11 @@ absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandO
       hand_over(inbox_.get() + inbox_at_, n, got);
       inbox_at_ += n, got += n;
       continue;
+    }
+    if (mailbox_ != nullptr && !hello_pending_) {
+      auto took = take_packet();
+      if (!took.ok()) return took.status();
+      if (*took) continue;
     }
     auto next = next_message();
     if (!next.ok()) return next.status();
@@ -269,8 +323,15 @@ absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandO
       if (auto s = land(inbox_.get(), len); !s.ok()) return s;
       inbox_at_ = 0, inbox_len_ = len;
     }
+    landed_ += len;
   }
   bytes_received_.add(got);
+  if (mailbox_ != nullptr && got > 0) {
+    auto s = mailbox_->publish(ep_, landed_, [&](void* r) {
+      return wait(r, "telling the peer how far this side read");
+    });
+    if (!s.ok()) return fail(s);
+  }
   if (got == 0 && max > 0) {
     if (auto s = usable(); !s.ok()) return s;
     if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));

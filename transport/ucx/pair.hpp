@@ -23,6 +23,12 @@
 // at most, so that the caller's own sends go on between them. A zero-length message says
 // the peer closed the link.
 //
+// Mailboxes. Between processes of one host, once a side has read the other's hello (which
+// carries its mailbox's card), its messages up to Mailbox::kInlineUpTo are put straight into
+// the peer's mailbox, where the peer finds them by polling its own memory (mailbox.hpp).
+// Every message's tag carries its stream offset (address.hpp), so the receiver takes packets
+// and tagged messages in the stream's order. Between hosts every message goes by tag.
+//
 // Waits. A message once matched is finished within the path timeout, UCX progressing the
 // worker meanwhile (a message that has begun to arrive is as good as a copy under way);
 // everything else returns at once. An error UCX reports on the endpoint fails the link,
@@ -40,6 +46,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "transport/transport.hpp"
+#include "transport/ucx/address.hpp"
+#include "transport/ucx/mailbox.hpp"
 #include "transport/ucx/requests.hpp"
 #include "transport/ucx/worker.hpp"
 
@@ -115,6 +123,13 @@ class UcxPair : public Pair, private HoldsBytes {
   using HandOver = absl::FunctionRef<void(const std::byte* data, size_t n, size_t at)>;
   absl::StatusOr<size_t> receive(size_t max, const Scatter* direct, HandOver hand_over);
   absl::Status land(std::byte* dst, size_t len);  // receives the probed message into dst
+  // Mailboxes: unpacks the packet that comes next in the stream, if any, into the receive
+  // buffer; whether one does.
+  absl::StatusOr<bool> take_packet();
+  bool packet_next() const;
+  absl::Status read_hello();  // the probed message, the peer's hello
+  // The tag of the peer's message that starts at stream offset `at` (address.hpp).
+  uint64_t tag_at(uint64_t at) const { return o_.tag_in | (at & kTagOffsetBits); }
   absl::Status wait(void* request, const char* what);
   static absl::Status offer_changed();
 
@@ -139,6 +154,12 @@ class UcxPair : public Pair, private HoldsBytes {
   const std::byte* offer_at_ = nullptr;
   const std::byte* offer_done_ = nullptr;
   const std::byte* offer_posted_ = nullptr;
+
+  // Null where puts to the peer cannot be stores into mapped memory (between hosts).
+  std::unique_ptr<Mailbox> mailbox_;
+  bool packets_out_ = false;  // this side puts packets: it has read the peer's card
+  uint64_t sent_ = 0;    // stream bytes posted
+  uint64_t landed_ = 0;  // stream bytes received
 
   std::unique_ptr<std::byte[]> inbox_;  // kMaxMessage
   size_t inbox_at_ = 0, inbox_len_ = 0;  // unread bytes [at, len)

@@ -14,11 +14,21 @@ absl::Status UcxPair::reclaim() {
 absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end) {
   // stage() leaves a slot for every message it starts; only the goodbye may find none.
   if (sends_.full()) return absl::ResourceExhaustedError("every send slot in use");
+  const auto freed = [&](uint64_t upto) { freed_ = upto; };
+  const uint64_t offset = sent_;
+  sent_ += len;
+  if (packets_out_ && len > 0 && len <= Mailbox::kInlineUpTo && mailbox_->room(len)) {
+    auto s = mailbox_->put(ep_, offset, data, len,
+                           [&](void* r) { return wait(r, "a put into the peer's mailbox"); });
+    if (!s.ok()) return fail(s);
+    sends_.add(nullptr, ring_end, freed);
+    return absl::OkStatus();
+  }
   ucp_request_param_t param{};
   if (len <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
-  void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out, &param);
+  void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out | (offset & kTagOffsetBits), &param);
   if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
-  sends_.add(r, ring_end, [&](uint64_t upto) { freed_ = upto; });
+  sends_.add(r, ring_end, freed);
   return absl::OkStatus();
 }
 
@@ -43,7 +53,9 @@ absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool mo
     if (auto s = post_pending(); !s.ok()) return s;
     if (sends_.full()) return size_t{0};
   }
-  const size_t want = std::min(len, kMaxMessage - pending_len_);
+  size_t want = std::min(len, kMaxMessage - pending_len_);
+  // Packets and tagged messages keep their order by offset (mailbox.hpp).
+  if (packets_out_) want = std::min<uint64_t>(want, mailbox_->window(sent_ + pending_len_));
   size_t free = kSendRingBytes - (allocated_ - freed_);
   size_t n = std::min({want, kSendRingBytes - at, free});
   // A message that the ring's end would cut short starts over at its beginning instead.
@@ -124,9 +136,14 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) 
   // soon as it has read one. UCX moves each by its zero-copy rendezvous (pair.hpp).
   const std::byte* const end = data + len;
   while (!offered_.full() && offer_posted_ < end) {
-    const size_t n = std::min(static_cast<size_t>(end - offer_posted_), kMaxMessage);
+    size_t n = std::min(static_cast<size_t>(end - offer_posted_), kMaxMessage);
+    if (packets_out_) n = std::min<uint64_t>(n, mailbox_->window(sent_));
+    if (n == 0) break;
+    const uint64_t offset = sent_;
+    sent_ += n;
     ucp_request_param_t param{};
-    void* r = ucp_tag_send_nbx(ep_, offer_posted_, n, o_.tag_out, &param);
+    void* r = ucp_tag_send_nbx(ep_, offer_posted_, n, o_.tag_out | (offset & kTagOffsetBits),
+                               &param);
     if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
     offer_posted_ += n;
     offered_.add(r, offer_posted_, done);

@@ -76,6 +76,7 @@ class Worker {
   void not_holding(HoldsBytes* link) { std::erase(holding_, link); }
 
   ucp_worker_h get() const { return worker_; }
+  ucp_context_h context() const { return context_; }
   /// The worker's address: what peers create endpoints to (binary, published in bootstrap).
   const std::string& address() const { return address_; }
   /// Runs UCX's progress a bounded number of times, until it reports nothing more to do,

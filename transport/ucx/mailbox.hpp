@@ -1,0 +1,138 @@
+// A ucx link's small messages, put straight into the peer's memory (UCX RMA) and found there
+// by polling, instead of tagged messages that the peer's worker must progress, match and
+// copy out: NCCL's LL protocol, over UCX's put.
+//
+// Each side maps a region with UCX (ucp_mem_map) and gives the peer its address and packed
+// key in the link's hello. The region is a ring of 8-byte words that only the peer writes,
+// then a line where the peer says how far it has read this side's packets and stream. A
+// word carries 7 bytes of data and a flag byte that tells the ring's laps apart (odd, even,
+// and the zeros it starts with), so the reader knows a word is written when its flag is the
+// one it expects: data and flag land together in one 8-byte store, in whatever order a put
+// writes its words (it writes each aligned word whole, as NCCL's LL protocol counts on its
+// stores doing), and the writer rewrites every word on every lap.
+//
+// A packet starts on a cache line with a header word (its length; the low 32 bits of the
+// link's stream offset of its first byte), then its bytes, seven to a word, padded to whole
+// lines: up to 49 bytes cross cores as one line. Larger messages stay tagged messages, whose
+// tags carry the same offset (address.hpp), so the reader takes packets and messages in the
+// stream's order. The offsets are exact as long as the writer is less than 2^31 bytes ahead
+// of what the reader has received, which the reader's published position keeps it to.
+//
+// Used only where a put is a store into memory that UCX has mapped from the peer (processes
+// of one host): there it costs the peer no progress, and UCX no message. A 2-rank 8-byte
+// exchange through UCX took 0.06 us this way against 0.20 us by tag
+// (tests/benchmarks/ucx_exchange_benchmark).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+
+namespace weft::transport::ucx {
+
+class Mailbox {
+ public:
+  /// Words in the ring (64 KiB). Must hold the largest packet plus kPublishWords, so that a
+  /// writer short of room always finds it once the reader has read all there is.
+  static constexpr size_t kWords = 8192;
+  /// Messages up to this many bytes go as packets (the reader takes them word by word).
+  static constexpr size_t kInlineUpTo = 512;
+  /// The reader tells the writer how far it has read after this many words or bytes.
+  static constexpr size_t kPublishWords = kWords / 4;
+  static constexpr uint64_t kPublishBytes = uint64_t{1} << 28;
+  /// How far the writer may be ahead of the reader's published position, in stream bytes.
+  static constexpr uint64_t kWindow = uint64_t{1} << 30;
+
+  struct Packet {
+    uint32_t len;     ///< bytes
+    uint32_t offset;  ///< low 32 bits of the stream offset of its first byte
+  };
+
+  /// Maps this side's region in `context`, its pages touched.
+  static absl::StatusOr<std::unique_ptr<Mailbox>> create(ucp_context_h context);
+  ~Mailbox();
+  Mailbox(const Mailbox&) = delete;
+  Mailbox& operator=(const Mailbox&) = delete;
+
+  /// What the peer needs to put into this side's region: its address and packed key.
+  const std::string& card() const { return card_; }
+  /// Reads the peer's card. Returns whether puts to the peer are stores into memory UCX has
+  /// mapped here, the only case where this side writes packets, and publishes how far it has
+  /// read (which a peer writing packets needs).
+  absl::StatusOr<bool> reach(ucp_ep_h ep, std::string_view card);
+
+  /// Words a packet takes: a header, its data, padding to a whole line.
+  static constexpr size_t words_for(size_t len) { return (1 + (len + 6) / 7 + 7) / 8 * 8; }
+  /// Writer: whether a packet of `len` bytes fits in the peer's ring.
+  bool room(size_t len);
+  /// Writer: how many more bytes the stream may send, now at `sent` (kWindow less what the
+  /// reader has not yet said it received).
+  uint64_t window(uint64_t sent);
+  /// Finishes a put UCX did not finish when posted (the link's bounded wait).
+  using Wait = absl::FunctionRef<absl::Status(void* request)>;
+  /// Writer: puts a packet, which room() said fits.
+  absl::Status put(ucp_ep_h ep, uint64_t offset, const std::byte* data, size_t len, Wait wait);
+
+  /// Reader: the next packet's header, once written.
+  std::optional<Packet> peek() const;
+  /// Reader: copies the packet's bytes to `dst` (which has 8 bytes to spare after them) and
+  /// consumes it; false (nothing consumed) while some of its words have not landed yet.
+  bool take(const Packet& p, std::byte* dst);
+  /// Reader: tells the writer how far this side has read, packets and stream bytes (`landed`),
+  /// when it is time to.
+  absl::Status publish(ucp_ep_h ep, uint64_t landed, Wait wait) {
+    if (read_ - published_.words < kPublishWords && landed - published_.bytes < kPublishBytes) {
+      return absl::OkStatus();
+    }
+    return publish_now(ep, landed, wait);
+  }
+
+ private:
+  // How far a reader has read: it puts this into the writer's region, after the ring there.
+  struct Position {
+    uint64_t words;  // ring words read
+    uint64_t bytes;  // stream bytes received
+  };
+  static constexpr int kPatience = 4096;  // pauses for a packet's words once its header landed
+
+  Mailbox() = default;
+  // The flag byte of the word at `at`: 1 on even laps, 2 on odd ones (0: never written).
+  static uint64_t flag_at(uint64_t at) { return (1 + (at / kWords) % 2) << 56; }
+  static constexpr uint64_t kData = (uint64_t{1} << 56) - 1;
+  uint64_t word(uint64_t at) const {
+    return __atomic_load_n(&ring_[at % kWords], __ATOMIC_ACQUIRE);
+  }
+  static bool landed(uint64_t at, uint64_t w) { return (w & ~kData) == flag_at(at); }
+  absl::Status publish_now(ucp_ep_h ep, uint64_t landed, Wait wait);
+  absl::Status put_words(ucp_ep_h ep, const uint64_t* words, size_t n, uint64_t at, Wait wait);
+  void load_peer_position();
+
+  ucp_context_h context_ = nullptr;
+  ucp_mem_h memh_ = nullptr;
+  uint64_t* ring_ = nullptr;             // this side's ring, written by the peer
+  const Position* peer_position_ = nullptr;  // how far the peer read, written by it
+  std::string card_;
+
+  // Writer.
+  ucp_rkey_h rkey_ = nullptr;
+  uint64_t peer_region_ = 0;  // the peer's region's address there (0: card not read yet)
+  bool mapped_ = false;       // puts there are stores into memory mapped here
+  uint64_t written_ = 0;      // words ever put
+  Position seen_{};           // the peer's position, as last loaded
+  std::unique_ptr<uint64_t[]> out_;  // a packet being put: the largest one's words
+
+  // Reader.
+  uint64_t read_ = 0;     // words ever consumed
+  Position published_{};  // as last told the peer
+  Position publishing_{};  // what a publishing put sends from
+};
+
+}  // namespace weft::transport::ucx
