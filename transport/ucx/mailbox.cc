@@ -51,7 +51,6 @@ absl::StatusOr<std::unique_ptr<Mailbox>> Mailbox::create(ucp_context_h context) 
   m->card_.assign(reinterpret_cast<const char*>(&address), sizeof address);
   m->card_.append(static_cast<const char*>(key), key_len);
   ucp_rkey_buffer_release(key);
-  m->out_.reset(new uint64_t[kMostWords]());
   return m;
 }
 
@@ -68,14 +67,13 @@ absl::StatusOr<bool> Mailbox::reach(ucp_ep_h ep, std::string_view card) {
     rkey_ = nullptr;
     return ucx_error(s, "unpacking the peer's mailbox key");
   }
-  peer_region_ = address;
   void* mapped = nullptr;
-  // Not mapped here, a put costs a round of the peer's progress or more: no packets then.
-  if (ucp_rkey_ptr(rkey_, address, &mapped) != UCS_OK) return false;
+  if (ucp_rkey_ptr(rkey_, address, &mapped) != UCS_OK) return false;  // not on this host
   // Only this side writes there, and has written nothing yet: zeros fault in the pages of
   // this process's mapping now rather than on the data path.
   std::memset(mapped, 0, kRegionBytes);
-  mapped_ = true;
+  peer_ring_ = static_cast<uint64_t*>(mapped);
+  peer_position_out_ = reinterpret_cast<Position*>(static_cast<std::byte*>(mapped) + kRingBytes);
   return true;
 }
 
@@ -97,43 +95,29 @@ uint64_t Mailbox::window(uint64_t sent) {
   return sent - seen_.bytes >= kWindow ? 0 : kWindow - (sent - seen_.bytes);
 }
 
-absl::Status Mailbox::put_words(ucp_ep_h ep, const uint64_t* words, size_t n, uint64_t at,
-                                Wait wait) {
-  ucp_request_param_t param{};
-  void* r = ucp_put_nbx(ep, words, n * sizeof(uint64_t),
-                        peer_region_ + (at % kWords) * sizeof(uint64_t), rkey_, &param);
-  if (UCS_PTR_IS_ERR(r)) {
-    return ucx_error(UCS_PTR_STATUS(r), "putting a packet into the peer's mailbox");
-  }
-  return wait(r);
-}
-
-absl::Status Mailbox::put(ucp_ep_h ep, uint64_t offset, const std::byte* data, size_t len,
-                          Wait wait) {
+void Mailbox::put(uint64_t offset, const std::byte* data, size_t len) {
   const size_t n = words_for(len);
-  uint64_t* w = out_.get();
   const uint64_t at = written_;
-  w[0] = flag_at(at) | (offset & 0xffffffff) << 16 | len;
+  // One 8-byte store a word: its data and flag land together.
+  const auto store = [&](size_t i, uint64_t w) {
+    __atomic_store_n(&peer_ring_[(at + i) % kWords], flag_at(at + i) | w, __ATOMIC_RELAXED);
+  };
+  store(0, (offset & 0xffffffff) << 16 | len);
   // Seven bytes a word: eight loaded at once while the eighth is still the packet's, the last
   // ones as they come.
   size_t i = 1, from = 0;
   for (; from + 8 <= len; ++i, from += 7) {
     uint64_t v;
     std::memcpy(&v, data + from, 8);
-    w[i] = flag_at(at + i) | (v & kData);
+    store(i, v & kData);
   }
   for (; from < len; ++i, from += 7) {
     uint64_t v = 0;
     std::memcpy(&v, data + from, std::min<size_t>(7, len - from));
-    w[i] = flag_at(at + i) | v;
+    store(i, v);
   }
-  for (; i < n; ++i) w[i] = flag_at(at + i);  // every word is rewritten on every lap
+  for (; i < n; ++i) store(i, 0);  // every word is rewritten on every lap
   written_ += n;
-  // A packet that the ring's end cuts goes as two puts; each word stands on its own.
-  const size_t first = std::min<size_t>(n, kWords - at % kWords);
-  if (auto s = put_words(ep, w, first, at, wait); !s.ok()) return s;
-  if (first == n) return absl::OkStatus();
-  return put_words(ep, w + first, n - first, at + first, wait);
 }
 
 std::optional<Mailbox::Packet> Mailbox::peek() const {
@@ -162,19 +146,13 @@ bool Mailbox::take(const Packet& p, std::byte* dst) {
   return true;
 }
 
-absl::Status Mailbox::publish_now(ucp_ep_h ep, uint64_t landed, Wait wait) {
-  // Where this side cannot map the peer's region, the peer cannot map this side's either (the
-  // same UCX, one host) and writes no packets: nothing to tell, and no put to make.
-  if (!mapped_) return absl::OkStatus();
-  publishing_ = Position{read_, landed};
-  ucp_request_param_t param{};
-  void* r = ucp_put_nbx(ep, &publishing_, sizeof publishing_, peer_region_ + kRingBytes, rkey_,
-                        &param);
-  if (UCS_PTR_IS_ERR(r)) {
-    return ucx_error(UCS_PTR_STATUS(r), "telling the peer how far this side read");
-  }
-  published_ = publishing_;
-  return wait(r);
+void Mailbox::publish_now(uint64_t landed) {
+  // Where this side cannot map the peer's region, the peer cannot map this side's either and
+  // writes no packets: nothing to tell.
+  if (peer_position_out_ == nullptr) return;
+  published_ = Position{read_, landed};
+  __atomic_store_n(&peer_position_out_->words, published_.words, __ATOMIC_RELEASE);
+  __atomic_store_n(&peer_position_out_->bytes, published_.bytes, __ATOMIC_RELEASE);
 }
 
 }  // namespace weft::transport::ucx

@@ -326,12 +326,7 @@ absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandO
     landed_ += len;
   }
   bytes_received_.add(got);
-  if (mailbox_ != nullptr && got > 0) {
-    auto s = mailbox_->publish(ep_, landed_, [&](void* r) {
-      return wait(r, "telling the peer how far this side read");
-    });
-    if (!s.ok()) return fail(s);
-  }
+  if (mailbox_ != nullptr && got > 0) mailbox_->publish(landed_);
   if (got == 0 && max > 0) {
     if (auto s = usable(); !s.ok()) return s;
     if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));

@@ -46,8 +46,7 @@ absl::StatusOr<ucp_context_h> make_context(const std::string& net_devices, int p
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                       UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  // RMA: the links' mailboxes (mailbox.hpp).
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.estimated_num_eps = peers > 0 ? static_cast<size_t>(peers) : 1;
   params.mt_workers_shared = 0;
   ucp_context_h context = nullptr;
