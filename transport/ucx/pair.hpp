@@ -24,8 +24,8 @@
 // the peer closed the link.
 //
 // Mailboxes. Between processes of one host, once a side has read the other's hello (which
-// carries its mailbox's card), its messages up to Mailbox::kInlineUpTo are put straight into
-// the peer's mailbox, where the peer finds them by polling its own memory (mailbox.hpp).
+// carries its mailbox's card), its messages up to Mailbox::kInlineUpTo are written straight
+// into the peer's mailbox, where the peer finds them by polling its own memory (mailbox.hpp).
 // Every message's tag carries its stream offset (address.hpp), so the receiver takes packets
 // and tagged messages in the stream's order. Between hosts every message goes by tag.
 //
@@ -155,9 +155,9 @@ class UcxPair : public Pair, private HoldsBytes {
   const std::byte* offer_done_ = nullptr;
   const std::byte* offer_posted_ = nullptr;
 
-  // Null where puts to the peer cannot be stores into mapped memory (between hosts).
+  // Null between hosts, and where UCX could not allocate one.
   std::unique_ptr<Mailbox> mailbox_;
-  bool packets_out_ = false;  // this side puts packets: it has read the peer's card
+  bool packets_out_ = false;  // this side writes packets: UCX maps the peer's mailbox here
   uint64_t sent_ = 0;    // stream bytes posted
   uint64_t landed_ = 0;  // stream bytes received
 
