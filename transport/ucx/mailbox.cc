@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "transport/ucx/worker.hpp"
 
 namespace weft::transport::ucx {
@@ -95,7 +94,7 @@ uint64_t Mailbox::window(uint64_t sent) {
   return sent - seen_.bytes >= kWindow ? 0 : kWindow - (sent - seen_.bytes);
 }
 
-void Mailbox::put(uint64_t offset, const std::byte* data, size_t len) {
+void Mailbox::write(uint64_t offset, const std::byte* data, size_t len) {
   const size_t n = words_for(len);
   const uint64_t at = written_;
   // One 8-byte store a word: its data and flag land together.
@@ -128,16 +127,16 @@ std::optional<Mailbox::Packet> Mailbox::peek() const {
 
 bool Mailbox::take(const Packet& p, std::byte* dst) {
   const size_t n = 1 + (p.len + 6) / 7;  // the header and the data; the padding is not read
-  // The header landed, so the put is under way: its other words follow within a copy's
-  // time. Returning instead would send the caller into its backoff (a 512-byte allreduce
-  // took 3 us against 1 us so).
+  // The header landed, so the packet is being written: its other words follow within a
+  // copy's time. Returning instead would send the caller into its backoff (a 512-byte
+  // allreduce took 3 us against 1 us so).
   for (int spins = 0; !landed(read_ + n - 1, word(read_ + n - 1)); ++spins) {
     if (spins == kPatience) return false;
     __builtin_ia32_pause();
   }
   for (size_t i = 1; i < n; ++i) {
     const uint64_t w = word(read_ + i);
-    if (!landed(read_ + i, w)) return false;  // a put need not write its words in order
+    if (!landed(read_ + i, w)) return false;  // the writer's stores need not land in order
     // Eight bytes stored, seven of them data: the next word's store overwrites the eighth.
     const uint64_t v = w & kData;
     std::memcpy(dst + 7 * (i - 1), &v, 8);

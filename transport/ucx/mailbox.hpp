@@ -64,7 +64,7 @@ class Mailbox {
   Mailbox(const Mailbox&) = delete;
   Mailbox& operator=(const Mailbox&) = delete;
 
-  /// What the peer needs to put into this side's region: its address and packed key.
+  /// What the peer needs to write into this side's region: its address and packed key.
   const std::string& card() const { return card_; }
   /// Reads the peer's card. Returns whether UCX maps the peer's region here, the only case
   /// where this side writes packets, and publishes how far it has read (which a peer writing
@@ -79,7 +79,7 @@ class Mailbox {
   /// reader has not yet said it received).
   uint64_t window(uint64_t sent);
   /// Writer: writes a packet, which room() said fits.
-  void put(uint64_t offset, const std::byte* data, size_t len);
+  void write(uint64_t offset, const std::byte* data, size_t len);
 
   /// Reader: the next packet's header, once written.
   std::optional<Packet> peek() const;

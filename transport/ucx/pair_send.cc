@@ -18,7 +18,7 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
   const uint64_t offset = sent_;
   sent_ += len;
   if (packets_out_ && len > 0 && len <= Mailbox::kInlineUpTo && mailbox_->room(len)) {
-    mailbox_->put(offset, data, len);
+    mailbox_->write(offset, data, len);
     sends_.add(nullptr, ring_end, freed);
     return absl::OkStatus();
   }
