@@ -3,18 +3,24 @@
 //
 // Sending. send_some copies into a ring of this link's own (pages touched when the link opens)
 // and posts the bytes as one message; the ring's space comes back as UCX completes the sends,
-// oldest first, and an empty ring starts over at its beginning, so small sends stay in cache. Such a message, up to kEagerUpTo, asks UCX for fast completion, which UCX
-// sends eagerly, through its own buffers, up to UCX_RNDV_SEND_NBR_THRESH (256 KiB by default)
-// instead of by rendezvous: its bytes are a copy already, and the rendezvous's round trip and
-// the peer's CMA read cost more than UCX's copy (a 16 KiB allreduce took 7-9 us that way
-// against 4.7-5.6 us; Open MPI's blocking sends ask UCX the same). send_some_more copies
-// without posting: the bytes leave with the next send as one message (a call check's state and
-// its data), or before the link's next wait, offer or tend, so nothing held back is ever
-// waited for. offer_some, for bytes the peer only copies, posts the caller's own buffer: UCX
-// moves a large one by its zero-copy rendezvous (RDMA where the transport has it, CMA between
-// processes of one host), and the bytes count as taken once the send completed. An offer
-// larger than kMaxMessage leaves as several messages, up to kOffersInFlight of them under way
-// at once, so that the peer finds the next one posted as soon as it has read one.
+// oldest first, and an empty ring starts over at its beginning, so small sends stay in cache.
+// send_some_more copies without posting: the bytes leave with the next send as one message (a
+// call check's state and its data), or before the link's next wait, offer or tend, so nothing
+// held back is ever waited for. offer_some posts the caller's own buffer, and its bytes count
+// as taken once the send completed.
+//
+// Every message up to kEagerUpTo, copied or offered, asks UCX for fast completion, which UCX
+// sends eagerly, through its own buffers, up to UCX_RNDV_SEND_NBR_THRESH (256 KiB by default),
+// as Open MPI's blocking sends ask it. Larger offers go by UCX's zero-copy rendezvous (RDMA
+// where the transport has it, CMA between processes of one host) straight into where the peer
+// wants them. Below that the rendezvous's round trip, which the sender waits for, costs more
+// than UCX's copy: a 16 KiB allreduce took 7-9 us by rendezvous against 4.7-5.6 us eagerly; a
+// 32 KiB allgather 4.5 against 3.0 us, a 256 KiB allreduce 42-45 against 29 us (the ring's
+// second half sends bytes just reduced, still in the sender's cache). A 128-256 KiB allgather
+// of a buffer nobody writes between calls went 10% faster by rendezvous, the only case found
+// where it wins below 256 KiB. An offer larger than kMaxMessage leaves as several messages,
+// up to kOffersInFlight of them under way at once, so that the peer finds the next one
+// posted as soon as it has read one.
 //
 // Receiving. The next message is found with a tag probe, so its length is known before it
 // lands: one that fits where the caller wants the next bytes goes straight there (for a
@@ -85,13 +91,13 @@ class UcxPair : public Pair, private HoldsBytes {
 
   static constexpr size_t kMaxMessage = size_t{4} << 20;  ///< and the receive buffer's size
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
-  /// Offers below this are copied: a rendezvous's round trip costs more than the copy.
+  /// Offers below this are copied into the ring, and may go as packets or with held bytes.
   static constexpr size_t kOfferFrom = size_t{4} << 10;
   /// Messages of one offer under way at once. One at a time, a receiver that has read a
   /// message waits for the sender to see that and post the next, and two ranks trading
   /// blocks of more than kMaxMessage took turns reading instead of reading together.
   static constexpr size_t kOffersInFlight = 4;
-  /// Copied messages up to this ask UCX for fast completion (eager; see above).
+  /// Messages up to this ask UCX for fast completion (eager; see above).
   static constexpr size_t kEagerUpTo = size_t{256} << 10;
   /// send_some_more holds back at most this much before it posts anyway.
   static constexpr size_t kHoldUpTo = size_t{16} << 10;

@@ -131,7 +131,8 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) 
     if (s != UCS_OK) return failure("an offered send failed", s);
   }
   // Keeps kOffersInFlight messages under way, so that the peer finds the next one posted as
-  // soon as it has read one. UCX moves each by its zero-copy rendezvous (pair.hpp).
+  // soon as it has read one. UCX moves each eagerly up to kEagerUpTo, by its zero-copy
+  // rendezvous above (pair.hpp).
   const std::byte* const end = data + len;
   while (!offered_.full() && offer_posted_ < end) {
     size_t n = std::min(static_cast<size_t>(end - offer_posted_), kMaxMessage);
@@ -140,6 +141,7 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) 
     const uint64_t offset = sent_;
     sent_ += n;
     ucp_request_param_t param{};
+    if (n <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
     void* r = ucp_tag_send_nbx(ep_, offer_posted_, n, o_.tag_out | (offset & kTagOffsetBits),
                                &param);
     if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
