@@ -8,11 +8,11 @@
 namespace weft::transport::ucx {
 namespace {
 
-constexpr size_t kRingBytes = Mailbox::kWords * sizeof(uint64_t);
+constexpr size_t kRingBytes = Mailbox::kCells * 64;
 constexpr size_t kRegionBytes = kRingBytes + 64;  // the ring, then the peer's position
-constexpr size_t kMostWords = Mailbox::words_for(Mailbox::kInlineUpTo);
-static_assert((Mailbox::kWords & (Mailbox::kWords - 1)) == 0, "the ring's size is a power of 2");
-static_assert(kMostWords + Mailbox::kPublishWords <= Mailbox::kWords);
+constexpr size_t kMostCells = Mailbox::cells_for(Mailbox::kInlineUpTo);
+static_assert((Mailbox::kCells & (Mailbox::kCells - 1)) == 0, "the ring's size is a power of 2");
+static_assert(kMostCells + Mailbox::kPublishCells <= Mailbox::kCells);
 static_assert(Mailbox::kWindow + Mailbox::kPublishBytes < (uint64_t{1} << 31),
               "offsets compare exactly modulo 2^32");
 
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Mailbox>> Mailbox::create(ucp_context_h context) 
   }
   auto* base = static_cast<std::byte*>(attr.address);
   std::memset(base, 0, kRegionBytes);  // every page touched now, none on the data path
-  m->ring_ = reinterpret_cast<uint64_t*>(base);
+  m->ring_ = reinterpret_cast<Cell*>(base);
   m->peer_position_ = reinterpret_cast<const Position*>(base + kRingBytes);
   void* key = nullptr;
   size_t key_len = 0;
@@ -71,21 +71,21 @@ absl::StatusOr<bool> Mailbox::reach(ucp_ep_h ep, std::string_view card) {
   // Only this side writes there, and has written nothing yet: zeros fault in the pages of
   // this process's mapping now rather than on the data path.
   std::memset(mapped, 0, kRegionBytes);
-  peer_ring_ = static_cast<uint64_t*>(mapped);
+  peer_ring_ = static_cast<Cell*>(mapped);
   peer_position_out_ = reinterpret_cast<Position*>(static_cast<std::byte*>(mapped) + kRingBytes);
   return true;
 }
 
 void Mailbox::load_peer_position() {
-  seen_.words = __atomic_load_n(&peer_position_->words, __ATOMIC_ACQUIRE);
+  seen_.cells = __atomic_load_n(&peer_position_->cells, __ATOMIC_ACQUIRE);
   seen_.bytes = __atomic_load_n(&peer_position_->bytes, __ATOMIC_ACQUIRE);
 }
 
 bool Mailbox::room(size_t len) {
-  const size_t words = words_for(len);
-  if (kWords - (written_ - seen_.words) >= words) return true;
+  const size_t cells = cells_for(len);
+  if (kCells - (written_ - seen_.cells) >= cells) return true;
   load_peer_position();
-  return kWords - (written_ - seen_.words) >= words;
+  return kCells - (written_ - seen_.cells) >= cells;
 }
 
 uint64_t Mailbox::window(uint64_t sent) {
@@ -95,53 +95,47 @@ uint64_t Mailbox::window(uint64_t sent) {
 }
 
 void Mailbox::write(uint64_t offset, const std::byte* data, size_t len) {
-  const size_t n = words_for(len);
   const uint64_t at = written_;
-  // One 8-byte store a word: its data and flag land together.
-  const auto store = [&](size_t i, uint64_t w) {
-    __atomic_store_n(&peer_ring_[(at + i) % kWords], flag_at(at + i) | w, __ATOMIC_RELAXED);
-  };
-  store(0, (offset & 0xffffffff) << 16 | len);
-  // Seven bytes a word: eight loaded at once while the eighth is still the packet's, the last
-  // ones as they come.
-  size_t i = 1, from = 0;
-  for (; from + 8 <= len; ++i, from += 7) {
-    uint64_t v;
-    std::memcpy(&v, data + from, 8);
-    store(i, v & kData);
+  Cell* cell = &peer_ring_[at % kCells];
+  const uint32_t low = static_cast<uint32_t>(offset);
+  std::memcpy(cell->data, &low, sizeof low);
+  size_t from = std::min(len, kCellBytes - 8);
+  std::memcpy(cell->data + 8, data, from);
+  // Each cell's data before its tag: a reader that finds the tag finds the data.
+  __atomic_store_n(&cell->tag, sequence(at) | len, __ATOMIC_RELEASE);
+  for (uint64_t i = at + 1; from < len; ++i, from += kCellBytes) {
+    cell = &peer_ring_[i % kCells];
+    std::memcpy(cell->data, data + from, std::min(kCellBytes, len - from));
+    __atomic_store_n(&cell->tag, sequence(i), __ATOMIC_RELEASE);
   }
-  for (; from < len; ++i, from += 7) {
-    uint64_t v = 0;
-    std::memcpy(&v, data + from, std::min<size_t>(7, len - from));
-    store(i, v);
-  }
-  for (; i < n; ++i) store(i, 0);  // every word is rewritten on every lap
-  written_ += n;
+  written_ += cells_for(len);
 }
 
 std::optional<Mailbox::Packet> Mailbox::peek() const {
-  const uint64_t w = word(read_);
-  if (!landed(read_, w)) return std::nullopt;
-  return Packet{static_cast<uint32_t>(w & 0xffff), static_cast<uint32_t>((w & kData) >> 16)};
+  const uint64_t t = tag(read_);
+  if (!landed(read_, t)) return std::nullopt;
+  uint32_t offset;
+  std::memcpy(&offset, ring_[read_ % kCells].data, sizeof offset);
+  return Packet{static_cast<uint32_t>(t & kLength), offset};
 }
 
 bool Mailbox::take(const Packet& p, std::byte* dst) {
-  const size_t n = 1 + (p.len + 6) / 7;  // the header and the data; the padding is not read
-  // The header landed, so the packet is being written: its other words follow within a
+  const size_t n = cells_for(p.len);
+  // The first cell landed, so the packet is being written: its other cells follow within a
   // copy's time. Returning instead would send the caller into its backoff (a 512-byte
   // allreduce took 3 us against 1 us so).
-  for (int spins = 0; !landed(read_ + n - 1, word(read_ + n - 1)); ++spins) {
+  for (int spins = 0; !landed(read_ + n - 1, tag(read_ + n - 1)); ++spins) {
     if (spins == kPatience) return false;
     __builtin_ia32_pause();
   }
-  for (size_t i = 1; i < n; ++i) {
-    const uint64_t w = word(read_ + i);
-    if (!landed(read_ + i, w)) return false;  // the writer's stores need not land in order
-    // Eight bytes stored, seven of them data: the next word's store overwrites the eighth.
-    const uint64_t v = w & kData;
-    std::memcpy(dst + 7 * (i - 1), &v, 8);
+  // Every tag is stored with release order after the cells before it: the last one landed,
+  // so have they.
+  size_t to = std::min<size_t>(p.len, kCellBytes - 8);
+  std::memcpy(dst, ring_[read_ % kCells].data + 8, to);
+  for (uint64_t i = read_ + 1; to < p.len; ++i, to += kCellBytes) {
+    std::memcpy(dst + to, ring_[i % kCells].data, std::min<size_t>(kCellBytes, p.len - to));
   }
-  read_ += words_for(p.len);
+  read_ += n;
   return true;
 }
 
@@ -150,7 +144,7 @@ void Mailbox::publish_now(uint64_t landed) {
   // writes no packets: nothing to tell.
   if (peer_position_out_ == nullptr) return;
   published_ = Position{read_, landed};
-  __atomic_store_n(&peer_position_out_->words, published_.words, __ATOMIC_RELEASE);
+  __atomic_store_n(&peer_position_out_->cells, published_.cells, __ATOMIC_RELEASE);
   __atomic_store_n(&peer_position_out_->bytes, published_.bytes, __ATOMIC_RELEASE);
 }
 

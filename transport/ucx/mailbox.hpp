@@ -6,18 +6,19 @@
 // packed key in the link's hello. Where UCX can map the peer's region into this process (its
 // shared-memory transports, processes of one host), ucp_rkey_ptr gives a pointer to it, and
 // this side writes there with plain stores: no UCX call on the way. The region is a ring of
-// 8-byte words that only the peer writes, then a line where the peer says how far it has
-// read this side's packets and stream. A word carries 7 bytes of data and a flag byte that
-// tells the ring's laps apart (odd, even, and the zeros it starts with), so the reader knows
-// a word is written when its flag is the one it expects: data and flag land together in one
-// 8-byte store, and the writer rewrites every word on every lap.
+// 64-byte cells that only the peer writes, then a line where the peer says how far it has
+// read this side's packets and stream. A cell is 56 bytes of data and a tag, stored after
+// them with release order (read first, with acquire): the tag holds the cell's sequence
+// number, so the reader knows a cell is written when its tag has the number it expects, and
+// the writer rewrites every cell on every lap. Data and tag share a line: a cell crosses
+// cores as one line, as in weft's shm rings.
 //
-// A packet starts on a cache line with a header word (its length; the low 32 bits of the
-// link's stream offset of its first byte), then its bytes, seven to a word, padded to whole
-// lines: up to 49 bytes cross cores as one line. Larger messages stay tagged messages, whose
-// tags carry the same offset (address.hpp), so the reader takes packets and messages in the
-// stream's order. The offsets are exact as long as the writer is less than 2^31 bytes ahead
-// of what the reader has received, which the reader's published position keeps it to.
+// A packet is whole cells. Its first cell's tag also holds its length, and its first 8 bytes
+// the low 32 bits of the link's stream offset of its first byte. Larger messages stay tagged
+// messages, whose tags carry the same offset (address.hpp), so the reader takes packets and
+// messages in the stream's order. The offsets are exact as long as the writer is less than
+// 2^31 bytes ahead of what the reader has received, which the reader's published position
+// keeps it to.
 //
 // Between hosts there is no pointer, and links keep to tagged messages (an RDMA put of the
 // same packets is what would carry them there, not measured yet). A 2-rank 8-byte exchange
@@ -40,15 +41,15 @@ namespace weft::transport::ucx {
 
 class Mailbox {
  public:
-  /// Words in the ring (64 KiB). Must hold the largest packet plus kPublishWords, so that a
+  /// Cells in the ring (64 KiB). Must hold the largest packet plus kPublishCells, so that a
   /// writer short of room always finds it once the reader has read all there is.
-  static constexpr size_t kWords = 8192;
-  /// Messages up to this many bytes go as packets. Two ranks' 512-byte allreduce (a 536-byte
-  /// message) went from 0.61 to 0.73 of Open MPI's speed inline; at 1-2 KiB packets and
-  /// tagged messages measured alike (six rounds alternating, this VM).
+  static constexpr size_t kCells = 1024;
+  static constexpr size_t kCellBytes = 56;  ///< data bytes a cell carries
+  /// Messages up to this many bytes go as packets. Larger ones, up to 4 or 16 KiB, made a
+  /// 2-rank 2 KiB allreduce slower (0.72 to 0.89-0.92 us; four rounds alternating).
   static constexpr size_t kInlineUpTo = 1024;
-  /// The reader tells the writer how far it has read after this many words or bytes.
-  static constexpr size_t kPublishWords = kWords / 4;
+  /// The reader tells the writer how far it has read after this many cells or bytes.
+  static constexpr size_t kPublishCells = kCells / 4;
   static constexpr uint64_t kPublishBytes = uint64_t{1} << 28;
   /// How far the writer may be ahead of the reader's published position, in stream bytes.
   static constexpr uint64_t kWindow = uint64_t{1} << 30;
@@ -71,8 +72,8 @@ class Mailbox {
   /// packets needs: where one side maps, so does the other, one host and one UCX).
   absl::StatusOr<bool> reach(ucp_ep_h ep, std::string_view card);
 
-  /// Words a packet takes: a header, its data, padding to a whole line.
-  static constexpr size_t words_for(size_t len) { return (1 + (len + 6) / 7 + 7) / 8 * 8; }
+  /// Cells a packet takes: its offset (8 bytes) and its data.
+  static constexpr size_t cells_for(size_t len) { return (8 + len + kCellBytes - 1) / kCellBytes; }
   /// Writer: whether a packet of `len` bytes fits in the peer's ring.
   bool room(size_t len);
   /// Writer: how many more bytes the stream may send, now at `sent` (kWindow less what the
@@ -83,13 +84,13 @@ class Mailbox {
 
   /// Reader: the next packet's header, once written.
   std::optional<Packet> peek() const;
-  /// Reader: copies the packet's bytes to `dst` (which has 8 bytes to spare after them) and
-  /// consumes it; false (nothing consumed) while some of its words have not landed yet.
+  /// Reader: copies the packet's bytes to `dst` and consumes it; false (nothing consumed)
+  /// while some of its cells have not landed yet.
   bool take(const Packet& p, std::byte* dst);
   /// Reader: tells the writer how far this side has read, packets and stream bytes (`landed`),
   /// when it is time to.
   void publish(uint64_t landed) {
-    if (read_ - published_.words < kPublishWords && landed - published_.bytes < kPublishBytes) {
+    if (read_ - published_.cells < kPublishCells && landed - published_.bytes < kPublishBytes) {
       return;
     }
     publish_now(landed);
@@ -98,37 +99,43 @@ class Mailbox {
  private:
   // How far a reader has read: it puts this into the writer's region, after the ring there.
   struct Position {
-    uint64_t words;  // ring words read
+    uint64_t cells;  // ring cells read
     uint64_t bytes;  // stream bytes received
   };
-  static constexpr int kPatience = 4096;  // pauses for a packet's words once its header landed
+  struct alignas(64) Cell {
+    std::byte data[kCellBytes];
+    // Written last: the cell's sequence number (its index in the ring's history, plus one,
+    // low 32 bits) << 32; in a packet's first cell, or'd with the packet's length.
+    uint64_t tag;
+  };
+  static_assert(sizeof(Cell) == 64);
+  static constexpr int kPatience = 4096;  // pauses for a packet's cells once its first landed
 
   Mailbox() = default;
-  // The flag byte of the word at `at`: 1 on even laps, 2 on odd ones (0: never written).
-  static uint64_t flag_at(uint64_t at) { return (1 + (at / kWords) % 2) << 56; }
-  static constexpr uint64_t kData = (uint64_t{1} << 56) - 1;
-  uint64_t word(uint64_t at) const {
-    return __atomic_load_n(&ring_[at % kWords], __ATOMIC_ACQUIRE);
+  static uint64_t sequence(uint64_t at) { return (at + 1) << 32; }
+  static constexpr uint64_t kLength = 0xffffffff;
+  uint64_t tag(uint64_t at) const {
+    return __atomic_load_n(&ring_[at % kCells].tag, __ATOMIC_ACQUIRE);
   }
-  static bool landed(uint64_t at, uint64_t w) { return (w & ~kData) == flag_at(at); }
+  static bool landed(uint64_t at, uint64_t tag) { return (tag & ~kLength) == sequence(at); }
   void publish_now(uint64_t landed);
   void load_peer_position();
 
   ucp_context_h context_ = nullptr;
   ucp_mem_h memh_ = nullptr;
-  uint64_t* ring_ = nullptr;             // this side's ring, written by the peer
+  Cell* ring_ = nullptr;                 // this side's ring, written by the peer
   const Position* peer_position_ = nullptr;  // how far the peer read, written by it
   std::string card_;
 
   // Writer.
   ucp_rkey_h rkey_ = nullptr;             // keeps the peer's region mapped here
-  uint64_t* peer_ring_ = nullptr;         // the peer's ring, mapped here (null: no packets)
+  Cell* peer_ring_ = nullptr;             // the peer's ring, mapped here (null: no packets)
   Position* peer_position_out_ = nullptr;  // where the peer learns how far this side read
-  uint64_t written_ = 0;                  // words ever written
+  uint64_t written_ = 0;                  // cells ever written
   Position seen_{};                       // the peer's position, as last loaded
 
   // Reader.
-  uint64_t read_ = 0;     // words ever consumed
+  uint64_t read_ = 0;     // cells ever consumed
   Position published_{};  // as last told the peer
 };
 
