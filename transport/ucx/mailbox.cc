@@ -9,10 +9,14 @@ namespace weft::transport::ucx {
 namespace {
 
 constexpr size_t kRingBytes = Mailbox::kCells * 64;
-constexpr size_t kRegionBytes = kRingBytes + 64;  // the ring, then the peer's position
+// The cells, a line for the peer's position, the bulk ring.
+constexpr size_t kRegionBytes = kRingBytes + 64 + Mailbox::kBulkBytes;
 constexpr size_t kMostCells = Mailbox::cells_for(Mailbox::kInlineUpTo);
 static_assert((Mailbox::kCells & (Mailbox::kCells - 1)) == 0, "the ring's size is a power of 2");
 static_assert(kMostCells + Mailbox::kPublishCells <= Mailbox::kCells);
+// A stretch and the skip before it, with what the reader read but has not yet published.
+static_assert(2 * Mailbox::kPacketsUpTo + Mailbox::kPublishBulk <= Mailbox::kBulkBytes);
+static_assert(Mailbox::kPacketsUpTo > Mailbox::kInlineUpTo && Mailbox::kPacketsUpTo <= 0xffffffff);
 static_assert(Mailbox::kWindow + Mailbox::kPublishBytes < (uint64_t{1} << 31),
               "offsets compare exactly modulo 2^32");
 
@@ -40,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Mailbox>> Mailbox::create(ucp_context_h context) 
   auto* base = static_cast<std::byte*>(attr.address);
   std::memset(base, 0, kRegionBytes);  // every page touched now, none on the data path
   m->ring_ = reinterpret_cast<Cell*>(base);
+  m->bulk_ = base + kRingBytes + 64;
   m->peer_position_ = reinterpret_cast<const Position*>(base + kRingBytes);
   void* key = nullptr;
   size_t key_len = 0;
@@ -72,20 +77,31 @@ absl::StatusOr<bool> Mailbox::reach(ucp_ep_h ep, std::string_view card) {
   // this process's mapping now rather than on the data path.
   std::memset(mapped, 0, kRegionBytes);
   peer_ring_ = static_cast<Cell*>(mapped);
+  peer_bulk_ = static_cast<std::byte*>(mapped) + kRingBytes + 64;
   peer_position_out_ = reinterpret_cast<Position*>(static_cast<std::byte*>(mapped) + kRingBytes);
   return true;
 }
 
 void Mailbox::load_peer_position() {
   seen_.cells = __atomic_load_n(&peer_position_->cells, __ATOMIC_ACQUIRE);
+  seen_.bulk = __atomic_load_n(&peer_position_->bulk, __ATOMIC_ACQUIRE);
   seen_.bytes = __atomic_load_n(&peer_position_->bytes, __ATOMIC_ACQUIRE);
 }
 
+uint64_t Mailbox::bulk_place(uint64_t used, size_t len) {
+  if (used % kBulkBytes + stretch(len) <= kBulkBytes) return used;
+  return (used / kBulkBytes + 1) * kBulkBytes;
+}
+
 bool Mailbox::room(size_t len) {
-  const size_t cells = cells_for(len);
-  if (kCells - (written_ - seen_.cells) >= cells) return true;
+  const auto fits = [&] {
+    if (kCells - (written_ - seen_.cells) < cells_for(len)) return false;
+    return len <= kInlineUpTo ||
+           bulk_place(bulk_written_, len) + stretch(len) - seen_.bulk <= kBulkBytes;
+  };
+  if (fits()) return true;
   load_peer_position();
-  return kCells - (written_ - seen_.cells) >= cells;
+  return fits();
 }
 
 uint64_t Mailbox::window(uint64_t sent) {
@@ -94,32 +110,62 @@ uint64_t Mailbox::window(uint64_t sent) {
   return sent - seen_.bytes >= kWindow ? 0 : kWindow - (sent - seen_.bytes);
 }
 
-void Mailbox::write(uint64_t offset, const std::byte* data, size_t len) {
+void Mailbox::write(uint64_t offset, const Gather& from, size_t len) {
+  if (len > kInlineUpTo) return write_bulk(offset, from, len);
   const uint64_t at = written_;
   Cell* cell = &peer_ring_[at % kCells];
   const uint32_t low = static_cast<uint32_t>(offset);
   std::memcpy(cell->data, &low, sizeof low);
-  size_t from = std::min(len, kCellBytes - 8);
-  std::memcpy(cell->data + 8, data, from);
+  size_t done = std::min(len, kCellBytes - 8);
+  from.copy_out(cell->data + 8, 0, done);
   // Each cell's data before its tag: a reader that finds the tag finds the data.
   __atomic_store_n(&cell->tag, sequence(at) | len, __ATOMIC_RELEASE);
-  for (uint64_t i = at + 1; from < len; ++i, from += kCellBytes) {
+  for (uint64_t i = at + 1; done < len; ++i) {
     cell = &peer_ring_[i % kCells];
-    std::memcpy(cell->data, data + from, std::min(kCellBytes, len - from));
+    const size_t n = std::min(kCellBytes, len - done);
+    from.copy_out(cell->data, done, n);
     __atomic_store_n(&cell->tag, sequence(i), __ATOMIC_RELEASE);
+    done += n;
   }
   written_ += cells_for(len);
+}
+
+void Mailbox::write_bulk(uint64_t offset, const Gather& from, size_t len) {
+  const uint64_t at = bulk_place(bulk_written_, len);
+  from.copy_out(peer_bulk_ + at % kBulkBytes, 0, len);
+  Cell* cell = &peer_ring_[written_ % kCells];
+  const uint32_t low = static_cast<uint32_t>(offset);
+  std::memcpy(cell->data, &low, sizeof low);
+  std::memcpy(cell->data + 8, &at, sizeof at);
+  // The stretch, then its cell: a reader that finds the cell finds the bytes.
+  __atomic_store_n(&cell->tag, sequence(written_) | len, __ATOMIC_RELEASE);
+  bulk_written_ = at + stretch(len);
+  written_ += 1;
 }
 
 std::optional<Mailbox::Packet> Mailbox::peek() const {
   const uint64_t t = tag(read_);
   if (!landed(read_, t)) return std::nullopt;
-  uint32_t offset;
-  std::memcpy(&offset, ring_[read_ % kCells].data, sizeof offset);
-  return Packet{static_cast<uint32_t>(t & kLength), offset};
+  Packet p{static_cast<uint32_t>(t & kLength), 0, 0};
+  const std::byte* data = ring_[read_ % kCells].data;
+  std::memcpy(&p.offset, data, sizeof p.offset);
+  if (p.len > kInlineUpTo) std::memcpy(&p.bulk_at, data + 8, sizeof p.bulk_at);
+  return p;
 }
 
-bool Mailbox::take(const Packet& p, std::byte* dst) {
+bool Mailbox::valid(const Packet& p) const {
+  if (p.len == 0 || p.len > kPacketsUpTo) return false;
+  return p.len <= kInlineUpTo ||
+         (p.bulk_at >= bulk_read_ && p.bulk_at % kBulkBytes + p.len <= kBulkBytes);
+}
+
+bool Mailbox::take(const Packet& p, Sink sink) {
+  if (p.len > kInlineUpTo) {  // its cell landed (peek), and so had its bytes before it
+    sink(bulk_ + p.bulk_at % kBulkBytes, p.len);
+    bulk_read_ = p.bulk_at + stretch(p.len);
+    read_ += 1;
+    return true;
+  }
   const size_t n = cells_for(p.len);
   // The first cell landed, so the packet is being written: its other cells follow within a
   // copy's time. Returning instead would send the caller into its backoff (a 512-byte
@@ -130,10 +176,12 @@ bool Mailbox::take(const Packet& p, std::byte* dst) {
   }
   // Every tag is stored with release order after the cells before it: the last one landed,
   // so have they.
-  size_t to = std::min<size_t>(p.len, kCellBytes - 8);
-  std::memcpy(dst, ring_[read_ % kCells].data + 8, to);
-  for (uint64_t i = read_ + 1; to < p.len; ++i, to += kCellBytes) {
-    std::memcpy(dst + to, ring_[i % kCells].data, std::min<size_t>(kCellBytes, p.len - to));
+  size_t done = std::min<size_t>(p.len, kCellBytes - 8);
+  sink(ring_[read_ % kCells].data + 8, done);
+  for (uint64_t i = read_ + 1; done < p.len; ++i) {
+    const size_t run = std::min<size_t>(kCellBytes, p.len - done);
+    sink(ring_[i % kCells].data, run);
+    done += run;
   }
   read_ += n;
   return true;
@@ -143,8 +191,9 @@ void Mailbox::publish_now(uint64_t landed) {
   // Where this side cannot map the peer's region, the peer cannot map this side's either and
   // writes no packets: nothing to tell.
   if (peer_position_out_ == nullptr) return;
-  published_ = Position{read_, landed};
+  published_ = Position{read_, bulk_read_, landed};
   __atomic_store_n(&peer_position_out_->cells, published_.cells, __ATOMIC_RELEASE);
+  __atomic_store_n(&peer_position_out_->bulk, published_.bulk, __ATOMIC_RELEASE);
   __atomic_store_n(&peer_position_out_->bytes, published_.bytes, __ATOMIC_RELEASE);
 }
 

@@ -1,29 +1,31 @@
-// A ucx link's small messages, written straight into the peer's memory and found there by
-// polling, instead of tagged messages that the peer's worker must progress, match and copy
-// out: NCCL's LL protocol, in memory UCX maps.
+// A ucx link's small and middling messages, written straight into the peer's memory and
+// found there by polling, instead of tagged messages that the peer's worker must progress,
+// match and copy out: the cells and bulk ring of weft's shm rings, in memory UCX maps.
 //
 // Each side has UCX allocate a region (ucp_mem_map) and gives the peer its address and
 // packed key in the link's hello. Where UCX can map the peer's region into this process (its
 // shared-memory transports, processes of one host), ucp_rkey_ptr gives a pointer to it, and
-// this side writes there with plain stores: no UCX call on the way. The region is a ring of
-// 64-byte cells that only the peer writes, then a line where the peer says how far it has
-// read this side's packets and stream. A cell is 56 bytes of data and a tag, stored after
-// them with release order (read first, with acquire): the tag holds the cell's sequence
-// number, so the reader knows a cell is written when its tag has the number it expects, and
-// the writer rewrites every cell on every lap. Data and tag share a line: a cell crosses
-// cores as one line, as in weft's shm rings.
+// this side writes there with plain stores: no UCX call on the way. The region holds a ring
+// of 64-byte cells and a bulk ring of bytes, both written only by the peer, and a line where
+// the peer says how far it has read this side's cells, bulk and stream. A cell is 56 bytes
+// of data and a tag, stored after them with release order (read first, with acquire): the
+// tag holds the cell's sequence number, so the reader knows a cell is written when its tag
+// has the number it expects, and the writer rewrites every cell on every lap. Data and tag
+// share a line: a cell crosses cores as one line.
 //
-// A packet is whole cells. Its first cell's tag also holds its length, and its first 8 bytes
-// the low 32 bits of the link's stream offset of its first byte. Larger messages stay tagged
-// messages, whose tags carry the same offset (address.hpp), so the reader takes packets and
-// messages in the stream's order. The offsets are exact as long as the writer is less than
-// 2^31 bytes ahead of what the reader has received, which the reader's published position
-// keeps it to.
+// A packet up to kInlineUpTo is whole cells: the first cell's tag also holds its length, its
+// first 8 bytes the low 32 bits of the link's stream offset of its first byte. A larger one,
+// up to kPacketsUpTo, is one cell (the length, the offset, and where in the bulk ring its
+// bytes lie) written after its bytes, which lie in one stretch of the bulk ring: one copy in,
+// one flag, one copy out. Larger messages stay tagged messages, whose tags carry the same
+// offset (address.hpp), so the reader takes packets and messages in the stream's order. The
+// offsets are exact as long as the writer is less than 2^31 bytes ahead of what the reader
+// has received, which the reader's published position keeps it to.
 //
 // Between hosts there is no pointer, and links keep to tagged messages (an RDMA put of the
-// same packets is what would carry them there, not measured yet). A 2-rank 8-byte exchange
-// through memory UCX mapped took 0.06 us against 0.20 us by tag
-// (tests/benchmarks/ucx_exchange_benchmark).
+// same packets is what would carry them there, not measured yet). One 2-process exchange
+// (tests/benchmarks/ucx_exchange_benchmark) took 0.06 us through memory UCX mapped against
+// 0.20 us by tag at 8 bytes, and 0.28 against 0.48 us at 1 KiB, 0.56 against 0.76 at 2 KiB.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -36,6 +38,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "transport/transport.hpp"
 
 namespace weft::transport::ucx {
 
@@ -45,18 +48,27 @@ class Mailbox {
   /// writer short of room always finds it once the reader has read all there is.
   static constexpr size_t kCells = 1024;
   static constexpr size_t kCellBytes = 56;  ///< data bytes a cell carries
-  /// Messages up to this many bytes go as packets. Larger ones, up to 4 or 16 KiB, made a
-  /// 2-rank 2 KiB allreduce slower (0.72 to 0.89-0.92 us; four rounds alternating).
-  static constexpr size_t kInlineUpTo = 1024;
+  /// Messages up to this many bytes go as packets of cells (eight at most), larger ones
+  /// through the bulk ring: a 280-byte message was faster in cells, a 536-byte one in bulk
+  /// (2-rank 256 and 512-byte allreduces, 5 rounds alternating), and cells up to 4 KiB made
+  /// a 2 KiB allreduce slower even than tagged messages (0.72 to 0.89-0.92 us).
+  static constexpr size_t kInlineUpTo = 440;
+  /// Bytes of the bulk ring, and the largest message that goes through it (larger ones go
+  /// tagged: a 2-rank 32 KiB allgather, 16 KiB packets each way, measured alike with tagged
+  /// messages).
+  static constexpr size_t kBulkBytes = size_t{256} << 10;
+  static constexpr size_t kPacketsUpTo = size_t{32} << 10;
   /// The reader tells the writer how far it has read after this many cells or bytes.
   static constexpr size_t kPublishCells = kCells / 4;
+  static constexpr size_t kPublishBulk = kBulkBytes / 4;
   static constexpr uint64_t kPublishBytes = uint64_t{1} << 28;
   /// How far the writer may be ahead of the reader's published position, in stream bytes.
   static constexpr uint64_t kWindow = uint64_t{1} << 30;
 
   struct Packet {
-    uint32_t len;     ///< bytes
-    uint32_t offset;  ///< low 32 bits of the stream offset of its first byte
+    uint32_t len;      ///< bytes
+    uint32_t offset;   ///< low 32 bits of the stream offset of its first byte
+    uint64_t bulk_at;  ///< a bulk packet's: where its bytes lie, in bulk bytes ever used
   };
 
   /// Maps this side's region in `context`, its pages touched.
@@ -72,40 +84,48 @@ class Mailbox {
   /// packets needs: where one side maps, so does the other, one host and one UCX).
   absl::StatusOr<bool> reach(ucp_ep_h ep, std::string_view card);
 
-  /// Cells a packet takes: its offset (8 bytes) and its data.
-  static constexpr size_t cells_for(size_t len) { return (8 + len + kCellBytes - 1) / kCellBytes; }
-  /// Writer: whether a packet of `len` bytes fits in the peer's ring.
+  /// Cells a packet takes: its offset (8 bytes) and its data, or for a bulk one its
+  /// descriptor.
+  static constexpr size_t cells_for(size_t len) {
+    return len > kInlineUpTo ? 1 : (8 + len + kCellBytes - 1) / kCellBytes;
+  }
+  /// Writer: whether a packet of `len` bytes (at most kPacketsUpTo) fits in the peer's rings.
   bool room(size_t len);
   /// Writer: how many more bytes the stream may send, now at `sent` (kWindow less what the
   /// reader has not yet said it received).
   uint64_t window(uint64_t sent);
-  /// Writer: writes a packet, which room() said fits.
-  void write(uint64_t offset, const std::byte* data, size_t len);
+  /// Writer: writes a packet of the first `len` bytes of `from`, which room() said fits.
+  void write(uint64_t offset, const Gather& from, size_t len);
 
   /// Reader: the next packet's header, once written.
   std::optional<Packet> peek() const;
-  /// Reader: copies the packet's bytes to `dst` and consumes it; false (nothing consumed)
-  /// while some of its cells have not landed yet.
-  bool take(const Packet& p, std::byte* dst);
+  /// Reader: whether a packet's length, and a bulk one's place, are ones a writer writes.
+  bool valid(const Packet& p) const;
+  /// Reader: hands the packet's bytes, which valid() said are in place, to `sink` (a cell's
+  /// at a time, or a bulk packet's at once) and consumes it; false (nothing handed over or
+  /// consumed) while some of its cells have not landed yet.
+  bool take(const Packet& p, Sink sink);
   /// Reader: tells the writer how far this side has read, packets and stream bytes (`landed`),
   /// when it is time to.
   void publish(uint64_t landed) {
-    if (read_ - published_.cells < kPublishCells && landed - published_.bytes < kPublishBytes) {
+    if (read_ - published_.cells < kPublishCells && bulk_read_ - published_.bulk < kPublishBulk &&
+        landed - published_.bytes < kPublishBytes) {
       return;
     }
     publish_now(landed);
   }
 
  private:
-  // How far a reader has read: it puts this into the writer's region, after the ring there.
+  // How far a reader has read: it puts this into the writer's region, after the rings there.
   struct Position {
     uint64_t cells;  // ring cells read
+    uint64_t bulk;   // bulk bytes consumed (stretches and the skips before them)
     uint64_t bytes;  // stream bytes received
   };
   struct alignas(64) Cell {
     std::byte data[kCellBytes];
     // Written last: the cell's sequence number (its index in the ring's history, plus one,
-    // low 32 bits) << 32; in a packet's first cell, or'd with the packet's length.
+    // low 32 bits) << 32, or'd in a packet's first cell with the packet's length.
     uint64_t tag;
   };
   static_assert(sizeof(Cell) == 64);
@@ -118,25 +138,34 @@ class Mailbox {
     return __atomic_load_n(&ring_[at % kCells].tag, __ATOMIC_ACQUIRE);
   }
   static bool landed(uint64_t at, uint64_t tag) { return (tag & ~kLength) == sequence(at); }
+  // Where a bulk stretch of `len` bytes goes when the writer has used `used` bytes so far:
+  // the next 64-byte boundary, or the ring's start when the stretch would pass its end.
+  static uint64_t bulk_place(uint64_t used, size_t len);
+  static constexpr size_t stretch(size_t len) { return (len + 63) / 64 * 64; }
+  void write_bulk(uint64_t offset, const Gather& from, size_t len);
   void publish_now(uint64_t landed);
   void load_peer_position();
 
   ucp_context_h context_ = nullptr;
   ucp_mem_h memh_ = nullptr;
-  Cell* ring_ = nullptr;                 // this side's ring, written by the peer
+  Cell* ring_ = nullptr;                 // this side's rings, written by the peer
+  const std::byte* bulk_ = nullptr;
   const Position* peer_position_ = nullptr;  // how far the peer read, written by it
   std::string card_;
 
   // Writer.
   ucp_rkey_h rkey_ = nullptr;             // keeps the peer's region mapped here
-  Cell* peer_ring_ = nullptr;             // the peer's ring, mapped here (null: no packets)
+  Cell* peer_ring_ = nullptr;             // the peer's rings, mapped here (null: no packets)
+  std::byte* peer_bulk_ = nullptr;
   Position* peer_position_out_ = nullptr;  // where the peer learns how far this side read
   uint64_t written_ = 0;                  // cells ever written
+  uint64_t bulk_written_ = 0;             // bulk bytes ever used
   Position seen_{};                       // the peer's position, as last loaded
 
   // Reader.
-  uint64_t read_ = 0;     // cells ever consumed
-  Position published_{};  // as last told the peer
+  uint64_t read_ = 0;       // cells ever consumed
+  uint64_t bulk_read_ = 0;  // bulk bytes ever consumed
+  Position published_{};    // as last told the peer
 };
 
 }  // namespace weft::transport::ucx

@@ -255,16 +255,29 @@ absl::Status UcxPair::read_hello() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> UcxPair::take_packet() {
+absl::StatusOr<bool> UcxPair::take_packet(size_t room, HandOver hand_over, size_t* got) {
   const std::optional<Mailbox::Packet> p = mailbox_->peek();
   // None yet, or a tagged message comes before it.
   if (!p || p->offset != static_cast<uint32_t>(landed_)) return false;
-  if (p->len == 0 || p->len > Mailbox::kInlineUpTo) {
-    return fail(absl::DataLossError(
-        absl::StrCat("a packet in its mailbox says it has ", p->len, " bytes")));
+  if (!mailbox_->valid(*p)) {
+    return fail(absl::DataLossError(absl::StrCat(
+        "a packet in its mailbox says it has ", p->len, " bytes at bulk ", p->bulk_at)));
   }
-  if (!mailbox_->take(*p, inbox_.get())) return false;  // still landing
-  inbox_at_ = 0, inbox_len_ = p->len;
+  if (p->len <= room) {  // all of it wanted: handed over from the mailbox itself
+    const bool took = mailbox_->take(*p, [&](const std::byte* data, size_t n) {
+      hand_over(data, n, *got);
+      *got += n;
+    });
+    if (!took) return false;  // still landing
+  } else {
+    size_t at = 0;
+    const bool took = mailbox_->take(*p, [&](const std::byte* data, size_t n) {
+      copy_bytes(inbox_.get() + at, data, n);
+      at += n;
+    });
+    if (!took) return false;
+    inbox_at_ = 0, inbox_len_ = p->len;
+  }
   landed_ += p->len;
   return true;
 }
@@ -308,7 +321,7 @@ absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandO
       continue;
     }
     if (mailbox_ != nullptr && !hello_pending_) {
-      auto took = take_packet();
+      auto took = take_packet(max - got, hand_over, &got);
       if (!took.ok()) return took.status();
       if (*took) continue;
     }

@@ -30,10 +30,12 @@
 // the peer closed the link.
 //
 // Mailboxes. Between processes of one host, once a side has read the other's hello (which
-// carries its mailbox's card), its messages up to Mailbox::kInlineUpTo are written straight
-// into the peer's mailbox, where the peer finds them by polling its own memory (mailbox.hpp).
-// Every message's tag carries its stream offset (address.hpp), so the receiver takes packets
-// and tagged messages in the stream's order. Between hosts every message goes by tag.
+// carries its mailbox's card), its messages up to Mailbox::kPacketsUpTo, copied sends and
+// offers alike, are written straight from the caller's bytes into the peer's mailbox, where
+// the peer finds them by polling its own memory (mailbox.hpp) and hands them over from there
+// when the caller wants all of one. Every message's tag carries its stream offset
+// (address.hpp), so the receiver takes packets and tagged messages in the stream's order.
+// Between hosts every message goes by tag.
 //
 // Waits. A message once matched is finished within the path timeout, UCX progressing the
 // worker meanwhile (a message that has begun to arrive is as good as a copy under way);
@@ -118,6 +120,8 @@ class UcxPair : public Pair, private HoldsBytes {
   // the bytes back instead (send_some_more), up to kHoldUpTo.
   absl::StatusOr<size_t> stage(const std::byte* data, size_t len, bool more);
   absl::Status post_pending();  // posts the bytes held back, if any
+  // Whether the next `len` bytes of the stream can go as a packet now.
+  bool packet_fits(size_t len);
   void send_held_bytes() override;  // from the worker's thread (Worker::holding)
   absl::Status post(const std::byte* data, size_t len, uint64_t ring_end);
   absl::Status reclaim();  // frees the ring space of completed sends, oldest first
@@ -129,9 +133,10 @@ class UcxPair : public Pair, private HoldsBytes {
   using HandOver = absl::FunctionRef<void(const std::byte* data, size_t n, size_t at)>;
   absl::StatusOr<size_t> receive(size_t max, const Scatter* direct, HandOver hand_over);
   absl::Status land(std::byte* dst, size_t len);  // receives the probed message into dst
-  // Mailboxes: unpacks the packet that comes next in the stream, if any, into the receive
-  // buffer; whether one does.
-  absl::StatusOr<bool> take_packet();
+  // Mailboxes: takes the packet that comes next in the stream, if any, and says whether one
+  // did: handed over straight from the mailbox (`got` counting the bytes) when `room` holds
+  // all of it, else unpacked into the receive buffer.
+  absl::StatusOr<bool> take_packet(size_t room, HandOver hand_over, size_t* got);
   bool packet_next() const;
   absl::Status read_hello();  // the probed message, the peer's hello
   // The tag of the peer's message that starts at stream offset `at` (address.hpp).

@@ -17,8 +17,8 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
   const auto freed = [&](uint64_t upto) { freed_ = upto; };
   const uint64_t offset = sent_;
   sent_ += len;
-  if (packets_out_ && len > 0 && len <= Mailbox::kInlineUpTo && mailbox_->room(len)) {
-    mailbox_->write(offset, data, len);
+  if (packets_out_ && len > 0 && len <= Mailbox::kPacketsUpTo && mailbox_->room(len)) {
+    mailbox_->write(offset, Gather{data, len, nullptr}, len);
     sends_.add(nullptr, ring_end, freed);
     return absl::OkStatus();
   }
@@ -30,6 +30,11 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
   return absl::OkStatus();
 }
 
+bool UcxPair::packet_fits(size_t len) {
+  return packets_out_ && len <= Mailbox::kPacketsUpTo && mailbox_->room(len) &&
+         mailbox_->window(sent_) >= len;
+}
+
 absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool more) {
   if (auto s = usable(); !s.ok()) return s;
   if (offer_at_ != nullptr) return fail(offer_changed());
@@ -38,6 +43,18 @@ absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool mo
     if (auto s = reclaim(); !s.ok()) return s;
   }
   if (len == 0 || sends_.full()) return size_t{0};
+  // A packet goes into the peer's mailbox straight from `data`, behind the bytes held back if
+  // any: no copy into the ring on the way.
+  if (const size_t n = pending_len_ + len; !more && packet_fits(n)) {
+    mailbox_->write(sent_, Gather{ring_.get() + pending_at_, pending_len_, data}, n);
+    sent_ += n;
+    if (pending_len_ > 0) {
+      pending_len_ = 0;
+      worker_->not_holding(this);
+    }
+    sends_.add(nullptr, allocated_, [&](uint64_t upto) { freed_ = upto; });  // held bytes' room
+    return len;
+  }
   size_t at = allocated_ % kSendRingBytes;
   if (allocated_ == freed_ && at != 0) {
     // An empty ring starts over at its beginning, so that small sends, which UCX finishes
@@ -120,7 +137,10 @@ absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
 absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) {
   const auto done = [&](const std::byte* upto) { offer_done_ = upto; };
   if (offer_at_ == nullptr) {
-    if (len < kOfferFrom) return send_locked(data, len);
+    // A packet is a copy too, and the mailbox takes it at once.
+    if (len < kOfferFrom || packet_fits(pending_len_ + len)) {
+      return send_locked(data, len);
+    }
     if (auto s = usable(); !s.ok()) return s;
     if (auto s = post_pending(); !s.ok()) return s;  // held bytes go first
     offer_at_ = offer_done_ = offer_posted_ = data;
