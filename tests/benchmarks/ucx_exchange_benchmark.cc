@@ -2,7 +2,9 @@
 //   tag-probe   weft's ucx links today: a tag send, then a probe and a receive of what came;
 //   tag-posted  Open MPI's pml ucx: the receive posted before the send;
 //   put         a write into the peer's memory (ucp_put_nbx into a region it mapped), found
-//               by polling that memory for a sequence number written with the data.
+//               by polling that memory for a sequence number written with the data;
+//   store       the same with a memcpy into the peer's region as ucp_rkey_ptr maps it here,
+//               then the sequence number stored with release order (one host only).
 // It measures how far below Open MPI a small call over ucx could go (docs/PERFORMANCE.md,
 // the ucx section), so it keeps to what UCX does: no weft code runs. The two processes are
 // this program run twice (fork, then exec), bound to cores 0 and 1, talking over a socket
@@ -10,7 +12,7 @@
 // program exits 1 when one was wrong: a put whose sequence number is seen before all its
 // data is not a protocol (on the 2-core VM of docs/PERFORMANCE.md, from 512 bytes up).
 //
-//   ucx_exchange_benchmark [--mode=tag-probe|tag-posted|put] [--bytes=8] [--iters=1000000]
+//   ucx_exchange_benchmark [--mode=tag-probe|tag-posted|put|store] [--bytes=8] [--iters=1000000]
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -160,12 +162,29 @@ int run(const Options& o, int me, int fd) {
   uint64_t seq = 0;
   long wrong = 0;
   // The mode, decided once: the loop below is what is timed.
-  const bool put = o.mode == "put", posted = o.mode == "tag-posted";
+  const bool put = o.mode == "put", posted = o.mode == "tag-posted", store = o.mode == "store";
+  uint64_t* peer_mapped = nullptr;
+  if (store) {
+    void* mapped = nullptr;
+    check(ucp_rkey_ptr(rkey, peer_inbox, &mapped), "ucp_rkey_ptr (store needs one host)");
+    peer_mapped = static_cast<uint64_t*>(mapped);
+  }
   auto exchange = [&] {
     ++seq;
     for (size_t w = 0; w < words; ++w) out[w] = seq * 1000 + w;
     ucp_request_param_t send{};
     send.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;  // as a blocking MPI send asks
+    if (store) {
+      const uint64_t slot = (seq & 1) * kSlotWords;
+      std::memcpy(peer_mapped + slot, out.data(), words * 8);
+      __atomic_store_n(&peer_mapped[slot + words], seq, __ATOMIC_RELEASE);
+      Patience patience;
+      const auto* flag = const_cast<const uint64_t*>(&inbox[slot + words]);
+      while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq) patience.pass("the peer's store");
+      std::memcpy(in.data(), const_cast<const uint64_t*>(&inbox[slot]), words * 8);
+      for (size_t w = 0; w < words; ++w) wrong += in[w] != seq * 1000 + w;
+      return;
+    }
     if (put) {
       out[words] = seq;  // last, so that the data is in place when the receiver sees it
       const uint64_t slot = (seq & 1) * kSlotWords;
@@ -231,12 +250,14 @@ int main(int argc, char** argv) {
     else if (a.rfind("--iters=", 0) == 0) o.iters = std::strtol(a.c_str() + 8, nullptr, 10);
     else if (a.rfind("--role=", 0) == 0) std::sscanf(a.c_str() + 7, "%d,%d", &me, &fd);
     else {
-      std::printf("usage: %s [--mode=tag-probe|tag-posted|put] [--bytes=8] [--iters=1000000]\n",
+      std::printf("usage: %s [--mode=tag-probe|tag-posted|put|store] [--bytes=8] [--iters=1000000]\n",
                   argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
-  if (o.mode != "tag-probe" && o.mode != "tag-posted" && o.mode != "put") die("unknown --mode");
+  if (o.mode != "tag-probe" && o.mode != "tag-posted" && o.mode != "put" && o.mode != "store") {
+    die("unknown --mode");
+  }
   if (o.bytes == 0 || o.iters <= 0) die("--bytes and --iters must be positive");
   if (me >= 0) return run(o, me, fd);
   // Both processes fresh from exec: UCX keeps nothing that fork would share between them.
