@@ -166,7 +166,8 @@ TEST_P(TransportTest, SmallSendsFillTheLinkWhileThePeerIsAway) {
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
   ASSERT_NO_FATAL_FAILURE(link_two_ranks());
-  const std::vector<std::byte> message = make_message(seed, 1 << 20);
+  // 4 MiB: over ucx on one host, two laps of the mailbox's bulk ring.
+  const std::vector<std::byte> message = make_message(seed, 4 << 20);
   std::vector<std::byte> got(message.size());
   size_t sent = 0, received = 0;
   int blocked = 0;
@@ -198,7 +199,7 @@ TEST_P(TransportTest, SmallSendsFillTheLinkWhileThePeerIsAway) {
     ASSERT_EQ(received, sent) << "the receiver waited until the deadline";
   }
   EXPECT_EQ(first_mismatch(got, seed), -1);
-  std::printf("[ %s ] 1 MiB in small sends: the sender was told to wait %d times\n",
+  std::printf("[ %s ] 4 MiB in small sends: the sender was told to wait %d times\n",
               GetParam().name, blocked);
   EXPECT_EQ(a_->stats().errors + b_->stats().errors, 0u);
 }
