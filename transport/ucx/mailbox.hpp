@@ -119,7 +119,7 @@ class Mailbox {
   }
 
  private:
-  // How far a reader has read: it puts this into the writer's region, after the rings there.
+  // How far a reader has read: it puts this into the writer's region, after the cells there.
   struct Position {
     uint64_t cells;  // ring cells read
     uint64_t bulk;   // bulk bytes consumed (stretches and the skips before them)

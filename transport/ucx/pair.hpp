@@ -93,7 +93,8 @@ class UcxPair : public Pair, private HoldsBytes {
 
   static constexpr size_t kMaxMessage = size_t{4} << 20;  ///< and the receive buffer's size
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
-  /// Offers below this are copied into the ring, and may go as packets or with held bytes.
+  /// Offers below this go as copied sends (a packet, or a copy in the ring that leaves with
+  /// any held bytes), not from the caller's buffer.
   static constexpr size_t kOfferFrom = size_t{4} << 10;
   /// Messages of one offer under way at once. One at a time, a receiver that has read a
   /// message waits for the sender to see that and post the next, and two ranks trading

@@ -15,9 +15,10 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
   // stage() leaves a slot for every message it starts; only the goodbye may find none.
   if (sends_.full()) return absl::ResourceExhaustedError("every send slot in use");
   const auto freed = [&](uint64_t upto) { freed_ = upto; };
+  const bool packet = len > 0 && packet_fits(len);
   const uint64_t offset = sent_;
   sent_ += len;
-  if (packets_out_ && len > 0 && len <= Mailbox::kPacketsUpTo && mailbox_->room(len)) {
+  if (packet) {
     mailbox_->write(offset, Gather{data, len, nullptr}, len);
     sends_.add(nullptr, ring_end, freed);
     return absl::OkStatus();
