@@ -53,9 +53,7 @@ bool Backoff::oversubscribed() { return g_oversubscribed.load(std::memory_order_
 void Backoff::pause() {
   if (++rounds_ <= kSpinRounds) {
     if (!g_oversubscribed.load(std::memory_order_relaxed)) {
-#if defined(__x86_64__) || defined(__i386__)
-      if (rounds_ > kEagerRounds) __builtin_ia32_pause();
-#endif
+      if (rounds_ > kEagerRounds) spin_pause();
       // A yield is a ~0.6 us system call on these VMs: rare enough to cost little, often
       // enough that a stray process sharing the core is not starved for long.
       if (rounds_ % 1024 == 0) sched_yield();

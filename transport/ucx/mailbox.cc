@@ -172,7 +172,7 @@ bool Mailbox::take(const Packet& p, Sink sink) {
   // allreduce took 3 us against 1 us so).
   for (int spins = 0; !landed(read_ + n - 1, tag(read_ + n - 1)); ++spins) {
     if (spins == kPatience) return false;
-    __builtin_ia32_pause();
+    spin_pause();
   }
   // Every tag is stored with release order after the cells before it: the last one landed,
   // so have they.

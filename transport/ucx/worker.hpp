@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/base/deadline.hpp"
 
 namespace weft::transport::ucx {
 
@@ -58,7 +59,7 @@ class Worker {
       // round of progress, and nearly never contended (absl::Mutex cost a 2-rank 8-byte
       // allreduce a fifth of its time here).
       while (w_.held_.exchange(true, std::memory_order_acquire)) {
-        while (w_.held_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+        while (w_.held_.load(std::memory_order_relaxed)) spin_pause();
       }
     }
     ~Hold() { w_.held_.store(false, std::memory_order_release); }
