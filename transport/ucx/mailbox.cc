@@ -132,7 +132,7 @@ void Mailbox::write(uint64_t offset, const Gather& from, size_t len) {
 
 void Mailbox::write_bulk(uint64_t offset, const Gather& from, size_t len) {
   const uint64_t at = bulk_place(bulk_written_, len);
-  from.copy_out(peer_bulk_ + at % kBulkBytes, 0, len);
+  pace_.copy(len, [&] { from.copy_out(peer_bulk_ + at % kBulkBytes, 0, len); });
   Cell* cell = &peer_ring_[written_ % kCells];
   const uint32_t low = static_cast<uint32_t>(offset);
   std::memcpy(cell->data, &low, sizeof low);

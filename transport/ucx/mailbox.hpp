@@ -38,6 +38,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "transport/bulk_pace.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::ucx {
@@ -59,6 +60,8 @@ class Mailbox {
   /// allreduce took 31 us instead of 70 and a 32 KiB one 3.0 instead of 5.5 (4 rounds
   /// alternating); even messages both rings take went faster through the larger one (8 KiB
   /// allgather 2.07 against 2.69 us), unexplained.
+  /// While large packets are written slowly (pace()), those from BulkPace::kTimedFrom go by
+  /// rendezvous instead.
   static constexpr size_t kBulkBytes = size_t{2} << 20;
   static constexpr size_t kPacketsUpTo = (size_t{256} << 10) + 64;
   /// The reader tells the writer how far it has read after this many cells or bytes.
@@ -99,6 +102,9 @@ class Mailbox {
   uint64_t window(uint64_t sent);
   /// Writer: writes a packet of the first `len` bytes of `from`, which room() said fits.
   void write(uint64_t offset, const Gather& from, size_t len);
+  /// Writer: how fast its large packets were written (bulk_pace.hpp): whether a packet is
+  /// worth writing now, or a message of its size had better go by rendezvous.
+  const BulkPace& pace() const { return pace_; }
 
   /// Reader: the next packet's header, once written.
   std::optional<Packet> peek() const;
@@ -164,6 +170,7 @@ class Mailbox {
   uint64_t written_ = 0;                  // cells ever written
   uint64_t bulk_written_ = 0;             // bulk bytes ever used
   Position seen_{};                       // the peer's position, as last loaded
+  BulkPace pace_;
 
   // Reader.
   uint64_t read_ = 0;       // cells ever consumed

@@ -18,9 +18,11 @@
 // 32 KiB allgather 4.5 against 3.0 us, a 256 KiB allreduce 42-45 against 29 us (the ring's
 // second half sends bytes just reduced, still in the sender's cache). A 128-256 KiB allgather
 // of a buffer nobody writes between calls went 10% faster by rendezvous, the only case found
-// where it wins below 256 KiB. An offer larger than kMaxMessage leaves as several messages,
-// up to kOffersInFlight of them under way at once, so that the peer finds the next one
-// posted as soon as it has read one.
+// where it wins below 256 KiB. Where the mailbox's large packets are written slowly (the
+// peer's core far from this one, transport/bulk_pace.hpp), messages from 64 KiB go neither
+// as packets nor eagerly but by rendezvous, read in one copy. An offer larger than
+// kMaxMessage leaves as several messages, up to kOffersInFlight of them under way at once,
+// so that the peer finds the next one posted as soon as it has read one.
 //
 // Receiving. The next message is found with a tag probe, so its length is known before it
 // lands: one that fits where the caller wants the next bytes goes straight there (for a
@@ -123,6 +125,8 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::Status post_pending();  // posts the bytes held back, if any
   // Whether the next `len` bytes of the stream can go as a packet now.
   bool packet_fits(size_t len);
+  // Whether a message of `len` bytes asks UCX for fast completion (eager).
+  bool eager(size_t len) const;
   void send_held_bytes() override;  // from the worker's thread (Worker::holding)
   absl::Status post(const std::byte* data, size_t len, uint64_t ring_end);
   absl::Status reclaim();  // frees the ring space of completed sends, oldest first

@@ -24,7 +24,7 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
     return absl::OkStatus();
   }
   ucp_request_param_t param{};
-  if (len <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+  if (eager(len)) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
   void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out | (offset & kTagOffsetBits), &param);
   if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
   sends_.add(r, ring_end, freed);
@@ -32,8 +32,12 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
 }
 
 bool UcxPair::packet_fits(size_t len) {
-  return packets_out_ && len <= Mailbox::kPacketsUpTo && mailbox_->room(len) &&
-         mailbox_->window(sent_) >= len;
+  return packets_out_ && len <= Mailbox::kPacketsUpTo && mailbox_->pace().worth(len) &&
+         mailbox_->room(len) && mailbox_->window(sent_) >= len;
+}
+
+bool UcxPair::eager(size_t len) const {
+  return len <= kEagerUpTo && !(packets_out_ && mailbox_->pace().single_copy(len));
 }
 
 absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool more) {
@@ -162,7 +166,7 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) 
     const uint64_t offset = sent_;
     sent_ += n;
     ucp_request_param_t param{};
-    if (n <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+    if (eager(n)) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
     void* r = ucp_tag_send_nbx(ep_, offer_posted_, n, o_.tag_out | (offset & kTagOffsetBits),
                                &param);
     if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
