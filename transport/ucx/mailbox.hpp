@@ -60,7 +60,7 @@ class Mailbox {
   /// allreduce took 31 us instead of 70 and a 32 KiB one 3.0 instead of 5.5 (4 rounds
   /// alternating); even messages both rings take went faster through the larger one (8 KiB
   /// allgather 2.07 against 2.69 us), unexplained.
-  /// While large packets are written slowly (pace()), those from BulkPace::kTimedFrom go by
+  /// While large packets are written slowly (pace()), offers from BulkPace::kTimedFrom go by
   /// rendezvous instead.
   static constexpr size_t kBulkBytes = size_t{2} << 20;
   static constexpr size_t kPacketsUpTo = (size_t{256} << 10) + 64;

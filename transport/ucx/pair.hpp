@@ -19,8 +19,9 @@
 // second half sends bytes just reduced, still in the sender's cache). A 128-256 KiB allgather
 // of a buffer nobody writes between calls went 10% faster by rendezvous, the only case found
 // where it wins below 256 KiB. Where the mailbox's large packets are written slowly (the
-// peer's core far from this one, transport/bulk_pace.hpp), messages from 64 KiB go neither
-// as packets nor eagerly but by rendezvous, read in one copy. An offer larger than
+// peer's core far from this one, transport/bulk_pace.hpp), offers from 64 KiB go neither
+// as packets nor eagerly but by rendezvous, read in one copy; copied sends stay packets
+// (by rendezvous too, an in-place allreduce lost a fifth there). An offer larger than
 // kMaxMessage leaves as several messages, up to kOffersInFlight of them under way at once,
 // so that the peer finds the next one posted as soon as it has read one.
 //
@@ -123,10 +124,11 @@ class UcxPair : public Pair, private HoldsBytes {
   // the bytes back instead (send_some_more), up to kHoldUpTo.
   absl::StatusOr<size_t> stage(const std::byte* data, size_t len, bool more);
   absl::Status post_pending();  // posts the bytes held back, if any
-  // Whether the next `len` bytes of the stream can go as a packet now.
-  bool packet_fits(size_t len);
-  // Whether a message of `len` bytes asks UCX for fast completion (eager).
-  bool eager(size_t len) const;
+  // Whether the next `len` bytes of the stream can go as a packet now; an `offered` message
+  // (the caller's own buffer) only while large packets are written fast (bulk_pace.hpp).
+  bool packet_fits(size_t len, bool offered);
+  // Whether an offered message of `len` bytes asks UCX for fast completion (eager).
+  bool offer_eagerly(size_t len) const;
   void send_held_bytes() override;  // from the worker's thread (Worker::holding)
   absl::Status post(const std::byte* data, size_t len, uint64_t ring_end);
   absl::Status reclaim();  // frees the ring space of completed sends, oldest first

@@ -15,7 +15,7 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
   // stage() leaves a slot for every message it starts; only the goodbye may find none.
   if (sends_.full()) return absl::ResourceExhaustedError("every send slot in use");
   const auto freed = [&](uint64_t upto) { freed_ = upto; };
-  const bool packet = len > 0 && packet_fits(len);
+  const bool packet = len > 0 && packet_fits(len, /*offered=*/false);
   const uint64_t offset = sent_;
   sent_ += len;
   if (packet) {
@@ -24,19 +24,20 @@ absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end)
     return absl::OkStatus();
   }
   ucp_request_param_t param{};
-  if (eager(len)) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+  if (len <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
   void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out | (offset & kTagOffsetBits), &param);
   if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
   sends_.add(r, ring_end, freed);
   return absl::OkStatus();
 }
 
-bool UcxPair::packet_fits(size_t len) {
-  return packets_out_ && len <= Mailbox::kPacketsUpTo && mailbox_->pace().worth(len) &&
-         mailbox_->room(len) && mailbox_->window(sent_) >= len;
+bool UcxPair::packet_fits(size_t len, bool offered) {
+  return packets_out_ && len <= Mailbox::kPacketsUpTo &&
+         (!offered || mailbox_->pace().worth(len)) && mailbox_->room(len) &&
+         mailbox_->window(sent_) >= len;
 }
 
-bool UcxPair::eager(size_t len) const {
+bool UcxPair::offer_eagerly(size_t len) const {
   return len <= kEagerUpTo && !(packets_out_ && mailbox_->pace().single_copy(len));
 }
 
@@ -50,7 +51,7 @@ absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool mo
   if (len == 0 || sends_.full()) return size_t{0};
   // A packet goes into the peer's mailbox straight from `data`, behind the bytes held back if
   // any: no copy into the ring on the way.
-  if (const size_t n = pending_len_ + len; !more && packet_fits(n)) {
+  if (const size_t n = pending_len_ + len; !more && packet_fits(n, /*offered=*/false)) {
     mailbox_->write(sent_, Gather{ring_.get() + pending_at_, pending_len_, data}, n);
     sent_ += n;
     if (pending_len_ > 0) {
@@ -143,7 +144,7 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) 
   const auto done = [&](const std::byte* upto) { offer_done_ = upto; };
   if (offer_at_ == nullptr) {
     // A packet is a copy too, and the mailbox takes it at once.
-    if (len < kOfferFrom || packet_fits(pending_len_ + len)) {
+    if (len < kOfferFrom || packet_fits(pending_len_ + len, /*offered=*/true)) {
       return send_locked(data, len);
     }
     if (auto s = usable(); !s.ok()) return s;
@@ -166,7 +167,7 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) 
     const uint64_t offset = sent_;
     sent_ += n;
     ucp_request_param_t param{};
-    if (eager(n)) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+    if (offer_eagerly(n)) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
     void* r = ucp_tag_send_nbx(ep_, offer_posted_, n, o_.tag_out | (offset & kTagOffsetBits),
                                &param);
     if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
