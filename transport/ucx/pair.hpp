@@ -21,9 +21,9 @@
 // where it wins below 256 KiB. Where the mailbox's large packets are written slowly (the
 // peer's core far from this one, transport/bulk_pace.hpp), offers from 64 KiB go neither
 // as packets nor eagerly but by rendezvous, read in one copy; copied sends stay packets
-// (by rendezvous too, an in-place allreduce lost a fifth there). An offer larger than
-// kMaxMessage leaves as several messages, up to kOffersInFlight of them under way at once,
-// so that the peer finds the next one posted as soon as it has read one.
+// (by rendezvous too, a 64 KiB allreduce took 48 us there instead of 33). An offer
+// larger than kMaxMessage leaves as several messages, up to kOffersInFlight of them under
+// way at once, so that the peer finds the next one posted as soon as it has read one.
 //
 // Receiving. The next message is found with a tag probe, so its length is known before it
 // lands: one that fits where the caller wants the next bytes goes straight there (for a
