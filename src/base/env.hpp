@@ -71,9 +71,10 @@ inline constexpr EnvVar kShmRingBytes{
 inline constexpr EnvVar kShmSingleCopyBytes{
     "WEFT_SHM_SINGLE_COPY_BYTES", "auto",
     "shm sends of at least this many bytes are read by the peer straight from the sender's "
-    "buffer (process_vm_readv) instead of through the ring; 0 turns that off; auto: 8192 "
-    "while every rank has a core of its own and one such read beats two memcpys on this "
-    "machine (measured once), else 0",
+    "buffer (process_vm_readv) instead of through the ring, as are those of 64 KiB or more "
+    "while copies that large into the ring run slow; 0 turns that off; auto: 8192 while "
+    "every rank has a core of its own and one such read beats two memcpys on this machine "
+    "(measured once), only the slow ones where it does not, and none when ranks share cores",
     0, uint64_t{1} << 30, "a size threshold; it takes no memory"};
 inline constexpr EnvVar kRelayBytes{
     "WEFT_RELAY_BYTES", "4194304",

@@ -65,13 +65,14 @@ class ShmTransport : public Transport {
   // the ring the sender runs on, so nothing is offered: 4 ranks on 2 cores ran allgather,
   // allreduce and broadcast of 512 KiB-64 MiB 1.3-3x faster than with offers from 128 KiB.
   // With a core per rank, offers from a few KiB where one read beats two copies on this
-  // machine (single_copy.hpp), none where it does not.
+  // machine (single_copy.hpp); where it does not, only while large copies into the ring run
+  // slow (the two cores far apart, transport/bulk_pace.hpp).
   // This is WEFT_SHM_SINGLE_COPY_BYTES's "auto" (src/base/env.hpp).
   size_t single_copy_bytes() const {
     constexpr size_t kOwnCores = 8 << 10;
     if (init_.single_copy_bytes.has_value()) return *init_.single_copy_bytes;
     if (Backoff::oversubscribed()) return 0;
-    return single_copy_pays() ? kOwnCores : 0;
+    return single_copy_pays() ? kOwnCores : Ring::kOffersWhenSlow;
   }
 
   // The ring capacity must be a power of two: round the configured size down.

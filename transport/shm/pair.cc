@@ -14,7 +14,11 @@ namespace weft::transport::shm {
 
 ShmPair::ShmPair(int peer, int32_t peer_pid, Ring inbound, Ring outbound,
                  size_t single_copy_bytes)
-    : peer_(peer), peer_pid_(peer_pid), inbound_(std::move(inbound)), outbound_(std::move(outbound)) {
+    : peer_(peer),
+      peer_pid_(peer_pid),
+      writes_pay_(single_copy_bytes != Ring::kOffersWhenSlow),
+      inbound_(std::move(inbound)),
+      outbound_(std::move(outbound)) {
   if (single_copy_bytes > 0) outbound_.offer_single_copy(single_copy_bytes);
 }
 

@@ -9,8 +9,10 @@ namespace weft::transport::shm {
 
 class ShmPair : public Pair {
  public:
-  /// Sends of `single_copy_bytes` or more (0: none) are offered to the peer to read
-  /// straight from this process's memory, once the peer has found that it can.
+  /// Sends of `single_copy_bytes` or more (0: none; Ring::kOffersWhenSlow: only while copies
+  /// into the ring run slow) are offered to the peer to read straight from this process's
+  /// memory, once the peer has found that it can. Writes into the peer's memory
+  /// (write_to_peer) are offered where single copy pays, not for kOffersWhenSlow.
   ShmPair(int peer, int32_t peer_pid, Ring inbound, Ring outbound, size_t single_copy_bytes);
   ~ShmPair() override;
 
@@ -21,7 +23,9 @@ class ShmPair : public Pair {
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
   absl::Status check_peer() override;
-  bool can_write_to_peer() const override { return inbound_.reads_sender_memory(); }
+  bool can_write_to_peer() const override {
+    return writes_pay_ && inbound_.reads_sender_memory();
+  }
   absl::Status write_to_peer(uint64_t address, const std::byte* data, size_t len) override;
   PairStats stats() const override;
 
@@ -33,6 +37,7 @@ class ShmPair : public Pair {
 
   int peer_;
   int32_t peer_pid_;
+  bool writes_pay_;  // process_vm_writev beats copies here (single_copy.hpp)
   Ring inbound_;
   Ring outbound_;
   LinkCounter bytes_sent_, bytes_received_, errors_;  // stats() reads them from any thread

@@ -81,6 +81,7 @@ Ring::Ring(Ring&& other) noexcept
       peer_bulk_(other.peer_bulk_),
       cell_offset_(other.cell_offset_),
       single_copy_from_(other.single_copy_from_),
+      pace_(other.pace_),
       offered_(other.offered_),
       offer_taken_(other.offer_taken_),
       offer_resume_(other.offer_resume_),
@@ -233,7 +234,8 @@ bool Ring::cell_free() {
 
 absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_offer) {
   if (offer_taken_ != offered_) return collect_offer(data, len);
-  if (may_offer && single_copy_from_ != 0 && len >= single_copy_from_ &&
+  // Offers from single_copy_from_, and of any size whose copies into the ring run slow.
+  if (may_offer && single_copy_from_ != 0 && (len >= single_copy_from_ || !pace_.worth(len)) &&
       (header_->state.load(std::memory_order_relaxed) & RingHeader::kSingleCopy)) {
     if (!cell_free()) return 0;
     const size_t n = std::min(len, kOfferMax);
@@ -292,7 +294,7 @@ absl::StatusOr<size_t> Ring::write_copy(const Source& from, size_t len) {
   }
   const size_t n = std::min<uint64_t>(want, header_->bulk_capacity - (bulk_done_ - peer_bulk_));
   if (n == 0) return 0;
-  from.copy_out(bulk_ + at, 0, n);
+  pace_.copy(n, [&] { from.copy_out(bulk_ + at, 0, n); });
   cells_[cells_done_ & cell_mask_].tag.store(tag_for(cells_done_, Cell::kBulk, n),
                                              std::memory_order_release);
   ++cells_done_;

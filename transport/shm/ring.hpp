@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/base/deadline.hpp"
+#include "transport/bulk_pace.hpp"
 #include "transport/transport.hpp"
 
 namespace weft::transport::shm {
@@ -89,15 +90,19 @@ class Ring {
   ~Ring();
 
   /// Sender: takes up to `len` bytes and returns how many it took. Copies them in, or, when
-  /// `may_offer`, from `single_copy_from` bytes on and once the receiver allows it, offers
-  /// them and reports them taken as the receiver reads them; the caller then calls again with
-  /// the rest of the same buffer, unchanged, until the offer is read.
+  /// `may_offer`, from `single_copy_from` bytes on (or from BulkPace::kTimedFrom while
+  /// copies that large into the ring run slow, transport/bulk_pace.hpp) and once the
+  /// receiver allows it, offers them and reports them taken as the receiver reads them; the
+  /// caller then calls again with the rest of the same buffer, unchanged, until the offer is
+  /// read.
   absl::StatusOr<size_t> write(const std::byte* data, size_t len, bool may_offer);
   /// Sender: as write without offers, for the first `len` bytes of `from`, copied straight
   /// from both of its pieces.
   absl::StatusOr<size_t> write_gathered(const Gather& from, size_t len);
-  /// Sender: lets the receiver probe this process and sets the size that makes an offer.
+  /// Sender: lets the receiver probe this process and sets the size that makes an offer
+  /// (kOffersWhenSlow: only those BulkPace picks).
   void offer_single_copy(size_t single_copy_from);
+  static constexpr size_t kOffersWhenSlow = SIZE_MAX;
 
   /// Receiver: hands up to `max` readable bytes to `sink`; returns the count.
   absl::StatusOr<size_t> read(size_t max, Sink sink);
@@ -186,6 +191,7 @@ class Ring {
   // the sender's pid once the probe worked, and a buffer that offers destined for a Sink
   // pass through.
   size_t single_copy_from_ = 0;
+  BulkPace pace_;  // sender: how fast large copies into the bulk ring ran
   uint64_t offered_ = 0;
   uint64_t offer_taken_ = 0;
   const std::byte* offer_resume_ = nullptr;
