@@ -57,7 +57,6 @@ class BulkPace {
   /// A copy of `len` bytes took `ns`, ending at `now_ns`. Two slow copies timed in a row
   /// make copies slow (one alone may have been interrupted); one fast copy makes them fast.
   void timed(size_t len, int64_t ns, int64_t now_ns) {
-
     const bool slow_now =
         static_cast<double>(len) < kSlowBelowBytesPerNs * static_cast<double>(ns);
     slow_ = slow_now && (slow_ || last_slow_);

@@ -52,9 +52,6 @@ class Deadline {
 /// from here.
 absl::Time monotonic_now();
 
-/// Backs off while a condition is not met. With a core per rank, it spins (about 130 us,
-/// yielding now and then in case a stray process shares the core): a peer on another
-/// core answers within that, and a nap would add its own length to every step of a ring.
 /// Tells the CPU this thread is spinning on a load (x86 PAUSE, Arm YIELD): the core's other
 /// hardware thread gets its resources, and leaving the loop costs no mis-speculation.
 inline void spin_pause() {
@@ -65,6 +62,9 @@ inline void spin_pause() {
 #endif
 }
 
+/// Backs off while a condition is not met. With a core per rank, it spins (about 130 us,
+/// yielding now and then in case a stray process shares the core): a peer on another
+/// core answers within that, and a nap would add its own length to every step of a ring.
 /// When this host runs more ranks than it has cores, spinning only delays the peer that
 /// needs the core, so it yields instead. Either way, a wait that goes on naps with growing
 /// sleeps, so an idle job stops burning the CPU. Call reset() after progress.
