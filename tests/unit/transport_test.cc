@@ -366,7 +366,8 @@ TEST_P(TransportTest, ScatteredReceivesPutHeadAndBodyApart) {
               if (out >= head) return a_->offer_some(from, left);
               // Held bytes leave with the next send, wait or tend; with no body, nothing comes
               // after them in this test (seed 17205866219844958383, message 37, held 60 s).
-              return body > 0 ? a_->send_some_more(from, head - out) : a_->send_some(from, head - out);
+              return body > 0 ? a_->send_some_more(from, head - out)
+                              : a_->send_some(from, head - out);
             default:  // what AgreementRound::send does with a payload carried in place
               auto n = out == 0 ? a_->send_gathered(gather, left)
                                 : a_->send_some(gather.at(out), std::min(left, gather.run_from(out)));
