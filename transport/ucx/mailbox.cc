@@ -160,10 +160,9 @@ bool Mailbox::valid(const Packet& p) const {
 }
 
 bool Mailbox::take(const Packet& p, Sink sink) {
-  if (p.len > kInlineUpTo) {  // its cell landed (peek), and so had its bytes before it
-    sink(bulk_ + p.bulk_at % kBulkBytes, p.len);
-    bulk_read_ = p.bulk_at + stretch(p.len);
-    read_ += 1;
+  if (in_bulk(p)) {  // its cell landed (peek), and so had its bytes before it
+    sink(bulk_bytes(p, 0), p.len);
+    consume_bulk(p);
     return true;
   }
   const size_t n = cells_for(p.len);

@@ -114,6 +114,16 @@ class Mailbox {
   /// at a time, or a bulk packet's at once) and consumes it; false (nothing handed over or
   /// consumed) while some of its cells have not landed yet.
   bool take(const Packet& p, Sink sink);
+  /// Reader: whether a packet's bytes lie in the bulk ring, where the writer leaves them
+  /// until the packet is consumed, so that they may be read in parts; from byte `from` on.
+  static bool in_bulk(const Packet& p) { return p.len > kInlineUpTo; }
+  const std::byte* bulk_bytes(const Packet& p, size_t from) const {
+    return bulk_ + p.bulk_at % kBulkBytes + from;
+  }
+  void consume_bulk(const Packet& p) {
+    bulk_read_ = p.bulk_at + stretch(p.len);
+    read_ += 1;
+  }
   /// Reader: tells the writer how far this side has read, packets and stream bytes (`landed`),
   /// when it is time to.
   void publish(uint64_t landed) {

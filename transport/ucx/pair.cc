@@ -258,10 +258,33 @@ absl::Status UcxPair::read_hello() {
 absl::StatusOr<bool> UcxPair::take_packet(size_t room, HandOver hand_over, size_t* got) {
   const std::optional<Mailbox::Packet> p = mailbox_->peek();
   // None yet, or a tagged message comes before it.
-  if (!p || p->offset != static_cast<uint32_t>(landed_)) return false;
+  if (!p || p->offset != static_cast<uint32_t>(landed_ - packet_part_)) return false;
   if (!mailbox_->valid(*p)) {
     return fail(absl::DataLossError(absl::StrCat(
         "a packet in its mailbox says it has ", p->len, " bytes at bulk ", p->bulk_at)));
+  }
+  if (Mailbox::in_bulk(*p)) {
+    // Handed over from the bulk ring, where the writer leaves it until it is consumed: as
+    // much as the caller wants now, the rest on its next receive.
+    const size_t n = std::min(p->len - packet_part_, room);
+    if (const size_t rest = p->len - packet_part_ - n; rest > 0) {
+      // The rest's first lines cross from the writer's core while the caller reads this part
+      // (a 2-rank 2 KiB allgather, 4 rounds: 0.52 us without, 0.47 with, against 0.45 when
+      // every such packet was first copied whole into the receive buffer).
+      const std::byte* next = mailbox_->bulk_bytes(*p, packet_part_ + n);
+      for (size_t i = 0; i < std::min(rest, kPrefetchRestBytes); i += 64) {
+        __builtin_prefetch(next + i);
+      }
+    }
+    hand_over(mailbox_->bulk_bytes(*p, packet_part_), n, *got);
+    *got += n;
+    landed_ += n;
+    packet_part_ += n;
+    if (packet_part_ == p->len) {
+      mailbox_->consume_bulk(*p);
+      packet_part_ = 0;
+    }
+    return true;
   }
   if (p->len <= room) {  // all of it wanted: handed over from the mailbox itself
     const bool took = mailbox_->take(*p, [&](const std::byte* data, size_t n) {
@@ -285,7 +308,7 @@ absl::StatusOr<bool> UcxPair::take_packet(size_t room, HandOver hand_over, size_
 bool UcxPair::packet_next() const {
   if (mailbox_ == nullptr || hello_pending_) return false;
   const std::optional<Mailbox::Packet> p = mailbox_->peek();
-  return p && p->offset == static_cast<uint32_t>(landed_);
+  return p && p->offset == static_cast<uint32_t>(landed_ - packet_part_);
 }
 
 absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {

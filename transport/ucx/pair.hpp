@@ -141,8 +141,9 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::StatusOr<size_t> receive(size_t max, const Scatter* direct, HandOver hand_over);
   absl::Status land(std::byte* dst, size_t len);  // receives the probed message into dst
   // Mailboxes: takes the packet that comes next in the stream, if any, and says whether one
-  // did: handed over straight from the mailbox (`got` counting the bytes) when `room` holds
-  // all of it, else unpacked into the receive buffer.
+  // did: handed over straight from the mailbox (`got` counting the bytes) when it lies in
+  // the bulk ring (up to `room` bytes of it, the rest left there for the next receive) or
+  // `room` holds all of it, else unpacked into the receive buffer.
   absl::StatusOr<bool> take_packet(size_t room, HandOver hand_over, size_t* got);
   bool packet_next() const;
   absl::Status read_hello();  // the probed message, the peer's hello
@@ -178,6 +179,11 @@ class UcxPair : public Pair, private HoldsBytes {
   bool packets_out_ = false;  // this side writes packets: UCX maps the peer's mailbox here
   uint64_t sent_ = 0;    // stream bytes posted
   uint64_t landed_ = 0;  // stream bytes received
+  // Bytes of the next bulk packet already handed over: a receive asking for less than a
+  // packet (a call check's head before its data) takes the rest from the bulk ring later,
+  // not from a copy in the inbox.
+  size_t packet_part_ = 0;
+  static constexpr size_t kPrefetchRestBytes = 4096;  // of a packet's rest, asked for early
 
   std::unique_ptr<std::byte[]> inbox_;  // kMaxMessage
   size_t inbox_at_ = 0, inbox_len_ = 0;  // unread bytes [at, len)
