@@ -39,12 +39,18 @@ size_t receive(Inbound& in, uint64_t& at, size_t want, int tries = 100) {
   return got;
 }
 
-TEST(TcpInbound, AFrameBeyondAGapOnEveryLivePathIsReadPastToTheNextEpoch) {
-  TestPath p0(0), p1(1);
-  LinkEvents events(1, 0, "test");
+// A receiving half over two paths, each written by hand.
+struct TwoPaths {
+  TestPath p0{0}, p1{1};
+  LinkEvents events{1, 0, "test"};
   RidingAcks acks;
-  Inbound in({p0.data.get(), p1.data.get()}, {p0.control.get(), p1.control.get()}, LinkFaults{},
-             &events, &acks);
+  Inbound in{{p0.data.get(), p1.data.get()}, {p0.control.get(), p1.control.get()}, LinkFaults{},
+             &events, &acks};
+};
+
+TEST(TcpInbound, AFrameBeyondAGapOnEveryLivePathIsReadPastToTheNextEpoch) {
+  TwoPaths link;
+  auto& [p0, p1, events, acks, in] = link;
   uint64_t at = 0;
   p0.send(0, 0, 100, /*next_path=*/1);
   ASSERT_EQ(receive(in, at, 100), 100u);
@@ -60,11 +66,8 @@ TEST(TcpInbound, AFrameBeyondAGapOnEveryLivePathIsReadPastToTheNextEpoch) {
 }
 
 TEST(TcpInbound, AFrameBeyondAGapWaitsWhileAnotherPathMayStillFillIt) {
-  TestPath p0(0), p1(1);
-  LinkEvents events(1, 0, "test");
-  RidingAcks acks;
-  Inbound in({p0.data.get(), p1.data.get()}, {p0.control.get(), p1.control.get()}, LinkFaults{},
-             &events, &acks);
+  TwoPaths link;
+  auto& [p0, p1, events, acks, in] = link;
   uint64_t at = 0;
   p0.send(0, 0, 100, 1);
   p0.send(0, 200, 100, 1);  // [100, 200) is on its way over path 1
