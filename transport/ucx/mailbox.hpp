@@ -114,8 +114,9 @@ class Mailbox {
   /// at a time, or a bulk packet's at once) and consumes it; false (nothing handed over or
   /// consumed) while some of its cells have not landed yet.
   bool take(const Packet& p, Sink sink);
-  /// Reader: whether a packet's bytes lie in the bulk ring, where the writer leaves them
-  /// until the packet is consumed, so that they may be read in parts; from byte `from` on.
+  /// Reader: whether a packet's bytes lie in the bulk ring. The writer leaves them there
+  /// until the packet is consumed, so they may be read in parts: bulk_bytes(p, from) is its
+  /// byte `from` on, and consume_bulk(p) consumes it.
   static bool in_bulk(const Packet& p) { return p.len > kInlineUpTo; }
   const std::byte* bulk_bytes(const Packet& p, size_t from) const {
     return bulk_ + p.bulk_at % kBulkBytes + from;
