@@ -258,7 +258,7 @@ absl::Status UcxPair::read_hello() {
 absl::StatusOr<bool> UcxPair::take_packet(size_t room, HandOver hand_over, size_t* got) {
   const std::optional<Mailbox::Packet> p = mailbox_->peek();
   // None yet, or a tagged message comes before it.
-  if (!p || p->offset != static_cast<uint32_t>(landed_ - packet_part_)) return false;
+  if (!p || p->offset != packet_start()) return false;
   if (!mailbox_->valid(*p)) {
     return fail(absl::DataLossError(absl::StrCat(
         "a packet in its mailbox says it has ", p->len, " bytes at bulk ", p->bulk_at)));
@@ -272,9 +272,8 @@ absl::StatusOr<bool> UcxPair::take_packet(size_t room, HandOver hand_over, size_
       // (a 2-rank 2 KiB allgather, 4 rounds: 0.52 us without, 0.47 with, against 0.45 when
       // every such packet was first copied whole into the receive buffer).
       const std::byte* next = mailbox_->bulk_bytes(*p, packet_part_ + n);
-      for (size_t i = 0; i < std::min(rest, kPrefetchRestBytes); i += 64) {
-        __builtin_prefetch(next + i);
-      }
+      const size_t ask = std::min(rest, kPrefetchRestBytes);
+      for (size_t i = 0; i < ask; i += 64) __builtin_prefetch(next + i);
     }
     hand_over(mailbox_->bulk_bytes(*p, packet_part_), n, *got);
     *got += n;
@@ -308,7 +307,7 @@ absl::StatusOr<bool> UcxPair::take_packet(size_t room, HandOver hand_over, size_
 bool UcxPair::packet_next() const {
   if (mailbox_ == nullptr || hello_pending_) return false;
   const std::optional<Mailbox::Packet> p = mailbox_->peek();
-  return p && p->offset == static_cast<uint32_t>(landed_ - packet_part_);
+  return p && p->offset == packet_start();
 }
 
 absl::StatusOr<size_t> UcxPair::recv_scatter(const Scatter& to, size_t max) {

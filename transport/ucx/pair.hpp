@@ -183,6 +183,9 @@ class UcxPair : public Pair, private HoldsBytes {
   // packet (a call check's head before its data) takes the rest from the bulk ring later,
   // not from a copy in the inbox.
   size_t packet_part_ = 0;
+  // The low 32 bits of the stream offset where the packet this side reads next starts, as
+  // its cell gives them.
+  uint32_t packet_start() const { return static_cast<uint32_t>(landed_ - packet_part_); }
   static constexpr size_t kPrefetchRestBytes = 4096;  // of a packet's rest, asked for early
 
   std::unique_ptr<std::byte[]> inbox_;  // kMaxMessage
