@@ -12,6 +12,7 @@ constexpr size_t kRingBytes = Mailbox::kCells * 64;
 // The cells, a line for the peer's position, the bulk ring.
 constexpr size_t kRegionBytes = kRingBytes + 64 + Mailbox::kBulkBytes;
 constexpr size_t kMostCells = Mailbox::cells_for(Mailbox::kInlineUpTo);
+static_assert(kMostCells * Mailbox::kCellBytes >= 8 + Mailbox::kInlineUpTo);
 static_assert((Mailbox::kCells & (Mailbox::kCells - 1)) == 0, "the ring's size is a power of 2");
 static_assert(kMostCells + Mailbox::kPublishCells <= Mailbox::kCells);
 // A stretch and the skip before it, with what the reader read but has not yet published.
@@ -112,22 +113,26 @@ uint64_t Mailbox::window(uint64_t sent) {
 
 void Mailbox::write(uint64_t offset, const Gather& from, size_t len) {
   if (len > kInlineUpTo) return write_bulk(offset, from, len);
-  const uint64_t at = written_;
-  Cell* cell = &peer_ring_[at % kCells];
-  const uint32_t low = static_cast<uint32_t>(offset);
-  std::memcpy(cell->data, &low, sizeof low);
-  size_t done = std::min(len, kCellBytes - 8);
-  from.copy_out(cell->data + 8, 0, done);
-  // Each cell's data before its tag: a reader that finds the tag finds the data.
-  __atomic_store_n(&cell->tag, sequence(at) | len, __ATOMIC_RELEASE);
-  for (uint64_t i = at + 1; done < len; ++i) {
-    cell = &peer_ring_[i % kCells];
-    const size_t n = std::min(kCellBytes, len - done);
-    from.copy_out(cell->data, done, n);
-    __atomic_store_n(&cell->tag, sequence(i), __ATOMIC_RELEASE);
-    done += n;
+  // The packet (the offset's low 32 bits in its first 8 bytes, then the data) gathered here
+  // first, then copied a cell at a time: a copy per cell straight from the caller's two
+  // places cost a 2-rank 512-byte allgather (a 280-byte packet) about 250 instructions more.
+  std::byte packet[kMostCells * kCellBytes];
+  const uint64_t low = static_cast<uint32_t>(offset);
+  std::memcpy(packet, &low, sizeof low);
+  from.copy_out(packet + sizeof low, 0, len);
+  const size_t bytes = 8 + len, cells = cells_for(len);
+  for (size_t i = 0; i < cells; ++i) {
+    Cell* cell = &peer_ring_[(written_ + i) % kCells];
+    if (i + 1 < cells) {
+      std::memcpy(cell->data, packet + i * kCellBytes, kCellBytes);
+    } else {
+      std::memcpy(cell->data, packet + i * kCellBytes, bytes - i * kCellBytes);
+    }
+    // Each cell's data before its tag: a reader that finds the tag finds the data.
+    __atomic_store_n(&cell->tag, i == 0 ? sequence(written_) | len : sequence(written_ + i),
+                     __ATOMIC_RELEASE);
   }
-  written_ += cells_for(len);
+  written_ += cells;
 }
 
 void Mailbox::write_bulk(uint64_t offset, const Gather& from, size_t len) {
@@ -174,14 +179,13 @@ bool Mailbox::take(const Packet& p, Sink sink) {
     spin_pause();
   }
   // Every tag is stored with release order after the cells before it: the last one landed,
-  // so have they.
-  size_t done = std::min<size_t>(p.len, kCellBytes - 8);
-  sink(ring_[read_ % kCells].data + 8, done);
-  for (uint64_t i = read_ + 1; done < p.len; ++i) {
-    const size_t run = std::min<size_t>(kCellBytes, p.len - done);
-    sink(ring_[i % kCells].data, run);
-    done += run;
+  // so have they. Gathered here whole cells at a time (a last cell's bytes past the packet
+  // are an earlier lap's, never handed over), then handed over in one piece.
+  std::byte packet[kMostCells * kCellBytes];
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(packet + i * kCellBytes, ring_[(read_ + i) % kCells].data, kCellBytes);
   }
+  sink(packet + 8, p.len);
   read_ += n;
   return true;
 }
