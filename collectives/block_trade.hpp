@@ -40,6 +40,8 @@ absl::Status trade_blocks(transport::Pair& pair, AgreementRound& round, size_t c
       }
       out = count;
     }
+  } else if (count == 1 && landing.direct_destination() != nullptr) {
+    round.expect_carried(block, landing.direct_destination());  // read with the state
   }
   while (!round.sent() || !round.merged() ||
          (round.data_follows() && (out < count || in < count))) {

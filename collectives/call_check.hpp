@@ -178,7 +178,7 @@ class AgreementRound {
   /// the state, 512 bytes. Past the four cells an shm write holds inline they go as one bulk
   /// stretch, still one write and one read instead of two each (2-rank allgather of 512 B:
   /// 1812 -> 1652 instructions per call; copying them through here costs less than that).
-  static constexpr size_t kCarryBytes = 512 - CallAgreement::kHeadBytes;
+  static constexpr size_t kCarryBytes = 1024 - CallAgreement::kHeadBytes;
   /// Appends a small payload to our state (calls add up to at most kCarryBytes): both leave in
   /// one send, so a small message costs the link one write. The payload is copied now.
   void carry(const std::byte* data, size_t len);
@@ -198,8 +198,12 @@ class AgreementRound {
   /// dropped with the call. `into`, when not null, is where those bytes belong in the end
   /// (a plain copy's destination): they are read straight there rather than through this
   /// round's buffer, so on a mismatch it holds the partner's bytes of a call that fails.
+  /// Read straight to `into`, more than kCarryBytes may come with the state: a partner's block
+  /// up to this many bytes that follows its state in the stream (sent with send_some_more)
+  /// is read with it, one receive instead of two.
+  static constexpr size_t kReadWithStateUpTo = size_t{8} << 10;
   void expect_carried(size_t len, std::byte* into = nullptr) {
-    expected_ = std::min(len, kCarryBytes);
+    expected_ = std::min(len, into != nullptr ? kReadWithStateUpTo : kCarryBytes);
     carried_to_ = expected_ > 0 ? into : nullptr;
   }
   /// The round's data, once merged() and data_follows(): up to `max` bytes into `landing`,

@@ -156,13 +156,17 @@ absl::StatusOr<const Algorithm*> choose_algorithm(CollectiveKind kind, std::stri
     // 8-512 B).
     const bool direct = shm_only && nranks > 2 && nranks <= kMostDirectRanks &&
                         bytes <= small_message_bytes;
-    if (kind == CollectiveKind::kAllreduce && direct && bytes <= AgreementRound::kCarryBytes) {
+    // Measured up to 512 bytes with the state, when no more rode with it; the direct exchange
+    // carries at most AgreementRound::kCarryBytes.
+    constexpr size_t kDirectUpTo = 512 - CallAgreement::kHeadBytes;
+    static_assert(kDirectUpTo <= AgreementRound::kCarryBytes);
+    if (kind == CollectiveKind::kAllreduce && direct && bytes <= kDirectUpTo) {
       return direct_allreduce;
     }
     if (kind == CollectiveKind::kAllreduce && bytes <= small_message_bytes) return small_allreduce;
     if (kind == CollectiveKind::kAllreduce && nranks == 2 && shm_only) return pair_allreduce;
     if (kind == CollectiveKind::kAllgather && direct &&
-        bytes / static_cast<size_t>(nranks) <= AgreementRound::kCarryBytes) {
+        bytes / static_cast<size_t>(nranks) <= kDirectUpTo) {
       return direct_allgather;
     }
     if (kind == CollectiveKind::kAllgather && power_of_two && bytes <= small_message_bytes) {

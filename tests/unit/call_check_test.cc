@@ -381,6 +381,15 @@ const Mismatch kMismatches[] = {
        return c.allreduce(b.data(), b.data(), odd ? kCount : 8, DataType::kFloat32);
      },
      "of 1000 float"},
+    // A block too large to ride in the state's write is still read with the state, straight
+    // into the output (AgreementRound::kReadWithStateUpTo): here more or fewer bytes follow
+    // the partner's state than were asked for.
+    {"read_with_state_count",
+     [](Communicator& c, bool odd, std::vector<float>& b) {
+       static thread_local std::vector<float> out(6 * kCount);
+       return c.allgather(b.data(), out.data(), odd ? 300 : kCount, DataType::kFloat32);
+     },
+     "allgather of 300 float"},
     {"reduce_scatter_count",  // recursive halving at 4 ranks, doubling at 3; carried
      [](Communicator& c, bool odd, std::vector<float>& b) {
        static thread_local std::vector<float> out(16);
