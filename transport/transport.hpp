@@ -125,7 +125,7 @@ class Pair {
   /// carried behind it leave in one send, the data from where it lies. By default the two
   /// are gathered into one buffer on the stack (at most kGatherBytes) and sent with
   /// send_some; transports override it where they can take both pieces straight (shm).
-  static constexpr size_t kGatherBytes = 1024;
+  static constexpr size_t kGatherBytes = 2048;
   virtual absl::StatusOr<size_t> send_gathered(const Gather& from, size_t len);
 
   /// As send_some, for bytes the peer only copies (it does not reduce them): a transport may

@@ -87,6 +87,7 @@ class UcxPair : public Pair, private HoldsBytes {
   int peer() const override { return o_.peer; }
   absl::StatusOr<size_t> send_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> send_gathered(const Gather& from, size_t len) override;
   absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;

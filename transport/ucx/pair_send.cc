@@ -129,6 +129,24 @@ absl::StatusOr<size_t> UcxPair::send_some_more(const std::byte* data, size_t len
   return n;
 }
 
+absl::StatusOr<size_t> UcxPair::send_gathered(const Gather& from, size_t len) {
+  {
+    Worker::Hold hold(*worker_);
+    // A packet goes from both places (a call check's state and the block riding with it)
+    // straight into the peer's mailbox, not through one buffer on the stack first: a 2-rank
+    // 512-byte allgather 2,509 -> 2,428 instructions a call.
+    if (pending_len_ == 0 && offer_at_ == nullptr && sends_.empty() && usable().ok() &&
+        packet_fits(len, /*offered=*/false)) {
+      mailbox_->write(sent_, from, len);
+      sent_ += len;
+      sends_.add(nullptr, allocated_, [&](uint64_t upto) { freed_ = upto; });
+      bytes_sent_.add(len);
+      return len;
+    }
+  }
+  return Pair::send_gathered(from, len);
+}
+
 absl::StatusOr<size_t> UcxPair::send_locked(const std::byte* data, size_t len) {
   auto n = stage(data, len, /*more=*/false);
   if (n.ok()) bytes_sent_.add(*n);
