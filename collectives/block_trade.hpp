@@ -20,7 +20,8 @@ namespace weft {
 /// block i (copied or reduced). `offer`: the partner may read our blocks from our memory
 /// (Pair::offer_some); else they are copied through the link (send_some). `idle` (or null)
 /// runs when a pass moved nothing. A group of up to AgreementRound::kCarryBytes rides in the
-/// state's own write, and the partner's is read with its state. Once a mismatch is known the
+/// state's own write, and the partner's is read with its state; so is a single larger block
+/// bound for a plain copy (AgreementRound::kReadWithStateUpTo). Once a mismatch is known the
 /// blocks stay put; `round`'s verdict then says so.
 template <typename Ours, typename Theirs>
 absl::Status trade_blocks(transport::Pair& pair, AgreementRound& round, size_t count,

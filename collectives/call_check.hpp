@@ -194,17 +194,18 @@ class AgreementRound {
   static constexpr size_t kInPlaceFrom = 201;  // 200 B + the state: shm's four inline cells
   void carry_in_place(const std::byte* data, size_t len);
 
-  /// The partner carries `len` bytes (<= kCarryBytes) after its state when the calls agree,
-  /// as we would in its place: receive() then asks for them together with the state, so a
-  /// small message usually takes one read. Only for rounds after which the partner sends us
-  /// nothing more in this call: should the calls differ, whatever was read past the state is
-  /// dropped with the call. `into`, when not null, is where those bytes belong in the end
-  /// (a plain copy's destination): they are read straight there rather than through this
-  /// round's buffer, so on a mismatch it holds the partner's bytes of a call that fails.
-  /// Read straight to `into`, more than kCarryBytes may come with the state: a partner's block
-  /// up to this many bytes that follows its state in the stream (sent with send_some_more)
-  /// is read with it, one receive instead of two.
+  /// Read straight to where they land, more than kCarryBytes may come with the state: a
+  /// partner's block up to this many bytes that follows its state in the stream (sent with
+  /// send_some_more) is read with it, one receive instead of two.
   static constexpr size_t kReadWithStateUpTo = size_t{8} << 10;
+  /// The partner carries `len` bytes after its state when the calls agree, as we would in its
+  /// place: receive() then asks for them (up to kCarryBytes, or kReadWithStateUpTo with
+  /// `into`) together with the state, so a small message usually takes one read. Only for
+  /// rounds after which the partner sends us nothing more in this call: should the calls
+  /// differ, whatever was read past the state is dropped with the call. `into`, when not
+  /// null, is where those bytes belong in the end (a plain copy's destination): they are read
+  /// straight there rather than through this round's buffer, so on a mismatch it holds the
+  /// partner's bytes of a call that fails.
   void expect_carried(size_t len, std::byte* into = nullptr) {
     expected_ = std::min(len, into != nullptr ? kReadWithStateUpTo : kCarryBytes);
     carried_to_ = expected_ > 0 ? into : nullptr;

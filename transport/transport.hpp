@@ -124,7 +124,7 @@ class Pair {
   /// As send_some, for the first `len` bytes of `from`: a call check's state and the data
   /// carried behind it leave in one send, the data from where it lies. By default the two
   /// are gathered into one buffer on the stack (at most kGatherBytes) and sent with
-  /// send_some; transports override it where they can take both pieces straight (shm).
+  /// send_some; transports override it where they can take both pieces straight (shm, ucx).
   static constexpr size_t kGatherBytes = 2048;
   virtual absl::StatusOr<size_t> send_gathered(const Gather& from, size_t len);
 

@@ -110,9 +110,9 @@ class Mailbox {
   std::optional<Packet> peek() const;
   /// Reader: whether a packet's length, and a bulk one's place, are ones a writer writes.
   bool valid(const Packet& p) const;
-  /// Reader: hands the packet's bytes, which valid() said are in place, to `sink` (a cell's
-  /// at a time, or a bulk packet's at once) and consumes it; false (nothing handed over or
-  /// consumed) while some of its cells have not landed yet.
+  /// Reader: hands the packet's bytes, which valid() said are in place, to `sink` in one
+  /// piece and consumes it; false (nothing handed over or consumed) while some of its cells
+  /// have not landed yet.
   bool take(const Packet& p, Sink sink);
   /// Reader: whether a packet's bytes lie in the bulk ring. The writer leaves them there
   /// until the packet is consumed, so they may be read in parts: bulk_bytes(p, from) is its

@@ -132,6 +132,9 @@ class UcxPair : public Pair, private HoldsBytes {
   bool offer_eagerly(size_t len) const;
   void send_held_bytes() override;  // from the worker's thread (Worker::holding)
   absl::Status post(const std::byte* data, size_t len, uint64_t ring_end);
+  // Writes the stream's next `len` bytes, from `from`, into the peer's mailbox as one packet
+  // (packet_fits said it fits); the ring is free up to `ring_end` once sends before it are.
+  void write_packet(const Gather& from, size_t len, uint64_t ring_end);
   absl::Status reclaim();  // frees the ring space of completed sends, oldest first
   // Receiving: the next message's length (nullopt: none yet), the hello consumed on the way.
   absl::StatusOr<std::optional<size_t>> next_message();

@@ -14,21 +14,24 @@ absl::Status UcxPair::reclaim() {
 absl::Status UcxPair::post(const std::byte* data, size_t len, uint64_t ring_end) {
   // stage() leaves a slot for every message it starts; only the goodbye may find none.
   if (sends_.full()) return absl::ResourceExhaustedError("every send slot in use");
-  const auto freed = [&](uint64_t upto) { freed_ = upto; };
-  const bool packet = len > 0 && packet_fits(len, /*offered=*/false);
-  const uint64_t offset = sent_;
-  sent_ += len;
-  if (packet) {
-    mailbox_->write(offset, Gather{data, len, nullptr}, len);
-    sends_.add(nullptr, ring_end, freed);
+  if (len > 0 && packet_fits(len, /*offered=*/false)) {
+    write_packet(Gather{data, len, nullptr}, len, ring_end);
     return absl::OkStatus();
   }
+  const uint64_t offset = sent_;
+  sent_ += len;
   ucp_request_param_t param{};
   if (len <= kEagerUpTo) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
   void* r = ucp_tag_send_nbx(ep_, data, len, o_.tag_out | (offset & kTagOffsetBits), &param);
   if (UCS_PTR_IS_ERR(r)) return failure("posting a send", UCS_PTR_STATUS(r));
-  sends_.add(r, ring_end, freed);
+  sends_.add(r, ring_end, [&](uint64_t upto) { freed_ = upto; });
   return absl::OkStatus();
+}
+
+void UcxPair::write_packet(const Gather& from, size_t len, uint64_t ring_end) {
+  mailbox_->write(sent_, from, len);
+  sent_ += len;
+  sends_.add(nullptr, ring_end, [&](uint64_t upto) { freed_ = upto; });
 }
 
 bool UcxPair::packet_fits(size_t len, bool offered) {
@@ -52,13 +55,11 @@ absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool mo
   // A packet goes into the peer's mailbox straight from `data`, behind the bytes held back if
   // any: no copy into the ring on the way.
   if (const size_t n = pending_len_ + len; !more && packet_fits(n, /*offered=*/false)) {
-    mailbox_->write(sent_, Gather{ring_.get() + pending_at_, pending_len_, data}, n);
-    sent_ += n;
+    write_packet(Gather{ring_.get() + pending_at_, pending_len_, data}, n, allocated_);
     if (pending_len_ > 0) {
       pending_len_ = 0;
       worker_->not_holding(this);
     }
-    sends_.add(nullptr, allocated_, [&](uint64_t upto) { freed_ = upto; });  // held bytes' room
     return len;
   }
   size_t at = allocated_ % kSendRingBytes;
@@ -137,9 +138,7 @@ absl::StatusOr<size_t> UcxPair::send_gathered(const Gather& from, size_t len) {
     // 512-byte allgather 2,509 -> 2,428 instructions a call.
     if (pending_len_ == 0 && offer_at_ == nullptr && sends_.empty() && usable().ok() &&
         packet_fits(len, /*offered=*/false)) {
-      mailbox_->write(sent_, from, len);
-      sent_ += len;
-      sends_.add(nullptr, allocated_, [&](uint64_t upto) { freed_ = upto; });
+      write_packet(from, len, allocated_);
       bytes_sent_.add(len);
       return len;
     }
