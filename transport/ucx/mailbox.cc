@@ -12,7 +12,9 @@ constexpr size_t kRingBytes = Mailbox::kCells * 64;
 // The cells, a line for the peer's position, the bulk ring.
 constexpr size_t kRegionBytes = kRingBytes + 64 + Mailbox::kBulkBytes;
 constexpr size_t kMostCells = Mailbox::cells_for(Mailbox::kInlineUpTo);
-static_assert(kMostCells * Mailbox::kCellBytes >= 8 + Mailbox::kInlineUpTo);
+static_assert(kMostCells * Mailbox::kCellBytes >= Mailbox::kInlineUpTo);
+static_assert(Mailbox::kInlineUpTo < 0xffff, "a cells packet's length fits its tag");
+static_assert(Mailbox::kCells < 0x10000, "a cell a lap behind has another sequence number");
 static_assert((Mailbox::kCells & (Mailbox::kCells - 1)) == 0, "the ring's size is a power of 2");
 static_assert(kMostCells + Mailbox::kPublishCells <= Mailbox::kCells);
 // A stretch and the skip before it, with what the reader read but has not yet published.
@@ -113,23 +115,25 @@ uint64_t Mailbox::window(uint64_t sent) {
 
 void Mailbox::write(uint64_t offset, const Gather& from, size_t len) {
   if (len > kInlineUpTo) return write_bulk(offset, from, len);
-  // The packet (the offset's low 32 bits in its first 8 bytes, then the data) gathered here
-  // first, then copied a cell at a time: a copy per cell straight from the caller's two
-  // places cost a 2-rank 512-byte allgather (a 280-byte packet) about 250 instructions more.
+  const size_t cells = cells_for(len);
+  if (cells == 1) {
+    Cell* cell = &peer_ring_[written_ % kCells];
+    from.copy_out(cell->data, 0, len);
+    // The cell's data before its tag: a reader that finds the tag finds the data.
+    __atomic_store_n(&cell->tag, first_tag(written_, len, offset), __ATOMIC_RELEASE);
+    written_ += 1;
+    return;
+  }
+  // The packet gathered here first, then copied a cell at a time: a copy per cell straight
+  // from the caller's two places cost a 2-rank 512-byte allgather (a 280-byte packet) about
+  // 250 instructions more.
   std::byte packet[kMostCells * kCellBytes];
-  const uint64_t low = static_cast<uint32_t>(offset);
-  std::memcpy(packet, &low, sizeof low);
-  from.copy_out(packet + sizeof low, 0, len);
-  const size_t bytes = 8 + len, cells = cells_for(len);
+  from.copy_out(packet, 0, len);
   for (size_t i = 0; i < cells; ++i) {
     Cell* cell = &peer_ring_[(written_ + i) % kCells];
-    if (i + 1 < cells) {
-      std::memcpy(cell->data, packet + i * kCellBytes, kCellBytes);
-    } else {
-      std::memcpy(cell->data, packet + i * kCellBytes, bytes - i * kCellBytes);
-    }
-    // Each cell's data before its tag: a reader that finds the tag finds the data.
-    __atomic_store_n(&cell->tag, i == 0 ? sequence(written_) | len : sequence(written_ + i),
+    std::memcpy(cell->data, packet + i * kCellBytes, std::min(kCellBytes, len - i * kCellBytes));
+    __atomic_store_n(&cell->tag,
+                     i == 0 ? first_tag(written_, len, offset) : sequence(written_ + i),
                      __ATOMIC_RELEASE);
   }
   written_ += cells;
@@ -139,11 +143,11 @@ void Mailbox::write_bulk(uint64_t offset, const Gather& from, size_t len) {
   const uint64_t at = bulk_place(bulk_written_, len);
   pace_.copy(len, [&] { from.copy_out(peer_bulk_ + at % kBulkBytes, 0, len); });
   Cell* cell = &peer_ring_[written_ % kCells];
-  const uint32_t low = static_cast<uint32_t>(offset);
-  std::memcpy(cell->data, &low, sizeof low);
+  const uint64_t length = len;
+  std::memcpy(cell->data, &length, sizeof length);
   std::memcpy(cell->data + 8, &at, sizeof at);
   // The stretch, then its cell: a reader that finds the cell finds the bytes.
-  __atomic_store_n(&cell->tag, sequence(written_) | len, __ATOMIC_RELEASE);
+  __atomic_store_n(&cell->tag, first_tag(written_, kBulk, offset), __ATOMIC_RELEASE);
   bulk_written_ = at + stretch(len);
   written_ += 1;
 }
@@ -151,10 +155,15 @@ void Mailbox::write_bulk(uint64_t offset, const Gather& from, size_t len) {
 std::optional<Mailbox::Packet> Mailbox::peek() const {
   const uint64_t t = tag(read_);
   if (!landed(read_, t)) return std::nullopt;
-  Packet p{static_cast<uint32_t>(t & kLength), 0, 0};
-  const std::byte* data = ring_[read_ % kCells].data;
-  std::memcpy(&p.offset, data, sizeof p.offset);
-  if (p.len > kInlineUpTo) std::memcpy(&p.bulk_at, data + 8, sizeof p.bulk_at);
+  Packet p{static_cast<uint32_t>(t >> 32) & 0xffff, static_cast<uint32_t>(t), 0};
+  if (p.len == kBulk) {
+    const std::byte* data = ring_[read_ % kCells].data;
+    uint64_t length = 0;
+    std::memcpy(&length, data, sizeof length);
+    std::memcpy(&p.bulk_at, data + 8, sizeof p.bulk_at);
+    // A length no writer gives a bulk packet reads as 0, which valid() refuses.
+    p.len = length > kInlineUpTo && length <= kPacketsUpTo ? static_cast<uint32_t>(length) : 0;
+  }
   return p;
 }
 
@@ -171,6 +180,11 @@ bool Mailbox::take(const Packet& p, Sink sink) {
     return true;
   }
   const size_t n = cells_for(p.len);
+  if (n == 1) {  // landed (peek), and left there until this side says it read it
+    sink(ring_[read_ % kCells].data, p.len);
+    read_ += 1;
+    return true;
+  }
   // The first cell landed, so the packet is being written: its other cells follow within a
   // copy's time. Returning instead would send the caller into its backoff (a 512-byte
   // allreduce took 3 us against 1 us so).
@@ -185,7 +199,7 @@ bool Mailbox::take(const Packet& p, Sink sink) {
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(packet + i * kCellBytes, ring_[(read_ + i) % kCells].data, kCellBytes);
   }
-  sink(packet + 8, p.len);
+  sink(packet, p.len);
   read_ += n;
   return true;
 }

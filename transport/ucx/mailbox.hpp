@@ -9,15 +9,17 @@
 // of 64-byte cells and a bulk ring of bytes, both written only by the peer, and a line where
 // the peer says how far it has read this side's cells, bulk and stream. A cell is 56 bytes
 // of data and a tag, stored after them with release order (read first, with acquire): the
-// tag holds the cell's sequence number, so the reader knows a cell is written when its tag
-// has the number it expects, and the writer rewrites every cell on every lap. Data and tag
-// share a line: a cell crosses cores as one line.
+// tag holds the low bits of the cell's sequence number, so the reader knows a cell is
+// written when its tag has the number it expects, and the writer rewrites every cell on
+// every lap. Data and tag share a line: a cell crosses cores as one line.
 //
-// A packet up to kInlineUpTo is whole cells: the first cell's tag also holds its length, its
-// first 8 bytes the low 32 bits of the link's stream offset of its first byte. A larger one,
-// up to kPacketsUpTo, is one cell (the length, the offset, and where in the bulk ring its
-// bytes lie) written after its bytes, which lie in one stretch of the bulk ring: one copy in,
-// one flag, one copy out. Larger messages stay tagged messages, whose tags carry the same
+// A packet up to kInlineUpTo is whole cells of data: the first cell's tag also holds its
+// length and the low 32 bits of the link's stream offset of its first byte, so that a call
+// check's state and 32 bytes of data fit one cell, as in shm's rings. A larger one, up to
+// kPacketsUpTo, is one cell (its tag says bulk and holds the offset, its data the length
+// and where in the bulk ring its bytes lie) written after its bytes, which lie in one
+// stretch of the bulk ring: one copy in, one flag, one copy out. Larger messages stay
+// tagged messages, whose tags carry the same
 // offset (address.hpp), so the reader takes packets and messages in the stream's order. The
 // offsets are exact as long as the writer is less than 2^31 bytes ahead of what the reader
 // has received, which the reader's published position keeps it to.
@@ -90,10 +92,9 @@ class Mailbox {
   /// packets needs: where one side maps, so does the other, one host and one UCX).
   absl::StatusOr<bool> reach(ucp_ep_h ep, std::string_view card);
 
-  /// Cells a packet takes: its offset (8 bytes) and its data, or for a bulk one its
-  /// descriptor.
+  /// Cells a packet takes: its data, or for a bulk one its descriptor.
   static constexpr size_t cells_for(size_t len) {
-    return len > kInlineUpTo ? 1 : (8 + len + kCellBytes - 1) / kCellBytes;
+    return len > kInlineUpTo ? 1 : (len + kCellBytes - 1) / kCellBytes;
   }
   /// Writer: whether a packet of `len` bytes (at most kPacketsUpTo) fits in the peer's rings.
   bool room(size_t len);
@@ -144,20 +145,25 @@ class Mailbox {
   };
   struct alignas(64) Cell {
     std::byte data[kCellBytes];
-    // Written last: the cell's sequence number (its index in the ring's history, plus one,
-    // low 32 bits) << 32, or'd in a packet's first cell with the packet's length.
+    // Written last. Bits 48-63: the cell's sequence number (its index in the ring's history,
+    // plus one), low 16 bits: a cell a lap or more behind has another. In a packet's first
+    // cell, bits 32-47: its length, or kBulk; bits 0-31: its stream offset's low 32 bits.
     uint64_t tag;
   };
   static_assert(sizeof(Cell) == 64);
   static constexpr int kPatience = 4096;  // pauses for a packet's cells once its first landed
 
   Mailbox() = default;
-  static uint64_t sequence(uint64_t at) { return (at + 1) << 32; }
-  static constexpr uint64_t kLength = 0xffffffff;
+  static uint64_t sequence(uint64_t at) { return ((at + 1) & 0xffff) << 48; }
+  static constexpr uint64_t kSequence = uint64_t{0xffff} << 48;
+  static constexpr uint32_t kBulk = 0xffff;  // a first cell's length field: a bulk packet
+  static uint64_t first_tag(uint64_t at, uint32_t len, uint64_t offset) {
+    return sequence(at) | uint64_t{len} << 32 | static_cast<uint32_t>(offset);
+  }
   uint64_t tag(uint64_t at) const {
     return __atomic_load_n(&ring_[at % kCells].tag, __ATOMIC_ACQUIRE);
   }
-  static bool landed(uint64_t at, uint64_t tag) { return (tag & ~kLength) == sequence(at); }
+  static bool landed(uint64_t at, uint64_t tag) { return (tag & kSequence) == sequence(at); }
   // Where a bulk stretch of `len` bytes goes when the writer has used `used` bytes so far:
   // the next 64-byte boundary, or the ring's start when the stretch would pass its end.
   static uint64_t bulk_place(uint64_t used, size_t len);
