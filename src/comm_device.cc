@@ -190,15 +190,13 @@ bool Comm::returns_at_once(const CollectiveArgs& args, const CallOptions& option
   // On a GPU, a call on device buffers (NULL stream: the default one), unless ranks share
   // this process's CUDA context. Host buffers with a stream wait for it and run here: a stream's copy between
   // two host buffers would run at once, not in the stream's order.
-  return !gpu_shared_ && (device::memory_kind(args.send) == device::MemoryKind::kDevice ||
-                          device::memory_kind(args.recv) == device::MemoryKind::kDevice);
+  return !gpu_shared_ && device::either_on_device(args.send, args.recv);
 }
 
 bool Comm::on_device(const CollectiveArgs& args, const CallOptions& options) const {
-  // Without a GPU no pointer is a device's, and memory_kind() asks nothing of CUDA.
+  // Without a GPU no pointer is a device's, and either_on_device() asks nothing of CUDA.
   return config_.device_stand_in || options.stream != nullptr ||
-         device::memory_kind(args.send) == device::MemoryKind::kDevice ||
-         device::memory_kind(args.recv) == device::MemoryKind::kDevice;
+         device::either_on_device(args.send, args.recv);
 }
 
 absl::Status Comm::open_staging(const char* what) {

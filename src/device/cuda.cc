@@ -75,6 +75,12 @@ MemoryKind memory_kind(const void* p) {
   return kind;
 }
 
+bool either_on_device(const void* a, const void* b) {
+  static const bool usable = gpus().ok();
+  return usable &&
+         (memory_kind(a) == MemoryKind::kDevice || memory_kind(b) == MemoryKind::kDevice);
+}
+
 absl::Status require_gpu(const char* what) {
   const auto& g = gpus();
   if (g.ok()) return absl::OkStatus();

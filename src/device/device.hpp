@@ -36,6 +36,10 @@ enum class MemoryKind : uint8_t { kHost, kDevice };
 /// anything else (pinned host memory too). Asks CUDA only when this process can use a GPU:
 /// without one no pointer can be a device's.
 MemoryKind memory_kind(const void* p);
+/// Whether either of a call's two buffers is device memory: memory_kind() of each, with one
+/// check, made once, that a GPU can be used (every call asks this; without a GPU it is the
+/// whole answer).
+bool either_on_device(const void* a, const void* b);
 
 /// OK when this process can use a GPU; otherwise the error for `what` (a call given device
 /// memory or a CUDA stream), with the reason from gpus().

@@ -19,6 +19,8 @@ const absl::StatusOr<Gpus>& gpus() {
 
 MemoryKind memory_kind(const void*) { return MemoryKind::kHost; }
 
+bool either_on_device(const void*, const void*) { return false; }
+
 absl::Status require_gpu(const char* what) {
   return absl::FailedPreconditionError(
       absl::StrCat(what, ": device memory and CUDA streams need a GPU, but ", gpus().status().message(),

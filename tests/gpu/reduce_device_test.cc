@@ -170,6 +170,8 @@ TEST_F(GpuReduce, DeviceMemoryIsSeenAsDevice) {
   EXPECT_EQ(device::memory_kind(d.get()), device::MemoryKind::kDevice);
   std::vector<float> host(4);
   EXPECT_EQ(device::memory_kind(host.data()), device::MemoryKind::kHost);
+  EXPECT_TRUE(device::either_on_device(host.data(), d.get()));
+  EXPECT_FALSE(device::either_on_device(host.data(), nullptr));
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ TEST(Device, WithoutAGpuEveryUseSaysWhyAndWhatToDo) {
   std::vector<float> host(16, 1.0f);
   EXPECT_EQ(device::memory_kind(host.data()), device::MemoryKind::kHost);
   EXPECT_EQ(device::memory_kind(nullptr), device::MemoryKind::kHost);
+  EXPECT_FALSE(device::either_on_device(host.data(), nullptr));
 
   const absl::Status r = reduce_on_device(host.data(), host.data(), host.data(), host.size(),
                                           DataType::kFloat32, ReduceOp::kSum, nullptr);
