@@ -144,12 +144,15 @@ class UcxPair : public Pair, private HoldsBytes {
   using HandOver = absl::FunctionRef<void(const std::byte* data, size_t n, size_t at)>;
   absl::StatusOr<size_t> receive(size_t max, const Scatter* direct, HandOver hand_over);
   absl::Status land(std::byte* dst, size_t len);  // receives the probed message into dst
-  // Mailboxes: takes the packet that comes next in the stream, if any, and says whether one
-  // did: handed over straight from the mailbox (`got` counting the bytes) when it lies in
-  // the bulk ring (up to `room` bytes of it, the rest left there for the next receive) or
-  // `room` holds all of it, else unpacked into the receive buffer.
-  absl::StatusOr<bool> take_packet(size_t room, HandOver hand_over, size_t* got);
-  bool packet_next() const;
+  // Mailboxes: the packet that comes next in the stream, if one has landed (none: nothing
+  // yet, or a tagged message comes first).
+  std::optional<Mailbox::Packet> packet_next() const;
+  // Takes that packet and says whether it did: handed over straight from the mailbox (`got`
+  // counting the bytes) when it lies in the bulk ring (up to `room` bytes of it, the rest left
+  // there for the next receive) or `room` holds all of it, else unpacked into the receive
+  // buffer.
+  absl::StatusOr<bool> take_packet(const Mailbox::Packet& p, size_t room, HandOver hand_over,
+                                   size_t* got);
   absl::Status read_hello();  // the probed message, the peer's hello
   // The tag of the peer's message that starts at stream offset `at` (address.hpp).
   uint64_t tag_at(uint64_t at) const { return o_.tag_in | (at & kTagOffsetBits); }
