@@ -83,12 +83,12 @@ class Comm : public LinkProvider, public LinkTending {
   void apply_inject_file();
 
  private:
-  // Holds `mu` for a call's life, or nothing for a null mu. The tender (tcp links only) must
+  // Holds `mu` for a call's life, or nothing for a null mu. The tender (tcp and ucx links) must
   // not touch the links while a call drives them; an shm-only communicator has none, and
   // skips the lock: at 8 bytes its call takes ~0.2 us.
   struct CallLock {
-    Mutex* mu;
-    explicit CallLock(Mutex* m) ABSL_NO_THREAD_SAFETY_ANALYSIS : mu(m) {
+    CallMutex* mu;
+    explicit CallLock(CallMutex* m) ABSL_NO_THREAD_SAFETY_ANALYSIS : mu(m) {
       if (mu != nullptr) mu->lock();
     }
     ~CallLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -237,7 +237,7 @@ class Comm : public LinkProvider, public LinkTending {
   int64_t inject_stamp_ = -1;      // the file's mtime and size when read, mixed
   absl::Time inject_next_ = absl::InfinitePast();
   // Held by every call; the tender looks after the links only while it is free.
-  Mutex calls_mu_;
+  CallMutex calls_mu_;
   // Destroyed before links_: its thread tends them between calls (tcp links only).
   std::unique_ptr<LinkTender> tender_;
   // What this rank proposes about its own links (null: WEFT_HEALTH or WEFT_ISOLATE off); fed

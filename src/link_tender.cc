@@ -7,7 +7,7 @@
 
 namespace weft::detail {
 
-LinkTender::LinkTender(Mutex* calls, std::function<bool()> tend)
+LinkTender::LinkTender(CallMutex* calls, std::function<bool()> tend)
     : calls_(calls), tend_(std::move(tend)), thread_([this] { run(); }) {}
 
 LinkTender::~LinkTender() {

@@ -22,7 +22,7 @@ inline constexpr absl::Duration kIdleInterval = absl::Milliseconds(10);
 class LinkTender {
  public:
   /// While `calls` is free, holds it and calls `tend`, which says whether work is left.
-  LinkTender(Mutex* calls, std::function<bool()> tend);
+  LinkTender(CallMutex* calls, std::function<bool()> tend);
   ~LinkTender();  ///< stops and joins the thread
   LinkTender(const LinkTender&) = delete;
   LinkTender& operator=(const LinkTender&) = delete;
@@ -30,7 +30,7 @@ class LinkTender {
  private:
   void run();
 
-  Mutex* calls_;
+  CallMutex* calls_;
   std::function<bool()> tend_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
