@@ -12,7 +12,7 @@ constexpr size_t kRingBytes = Mailbox::kCells * 64;
 // The cells, a line for the peer's position, the bulk ring.
 constexpr size_t kRegionBytes = kRingBytes + 64 + Mailbox::kBulkBytes;
 constexpr size_t kMostCells = Mailbox::cells_for(Mailbox::kInlineUpTo);
-static_assert(kMostCells * Mailbox::kCellBytes >= Mailbox::kInlineUpTo);
+static_assert(kMostCells * Mailbox::kCellBytes == Mailbox::kGatherBytes);
 static_assert(Mailbox::kInlineUpTo < 0xffff, "a cells packet's length fits its tag");
 static_assert(Mailbox::kCells < 0x10000, "a cell a lap behind has another sequence number");
 static_assert((Mailbox::kCells & (Mailbox::kCells - 1)) == 0, "the ring's size is a power of 2");
@@ -127,7 +127,7 @@ void Mailbox::write(uint64_t offset, const Gather& from, size_t len) {
   // The packet gathered here first, then copied a cell at a time: a copy per cell straight
   // from the caller's two places cost a 2-rank 512-byte allgather (a 280-byte packet) about
   // 250 instructions more.
-  std::byte packet[kMostCells * kCellBytes];
+  std::byte packet[kGatherBytes];
   from.copy_out(packet, 0, len);
   for (size_t i = 0; i < cells; ++i) {
     Cell* cell = &peer_ring_[(written_ + i) % kCells];
@@ -173,35 +173,32 @@ bool Mailbox::valid(const Packet& p) const {
          (p.bulk_at >= bulk_read_ && p.bulk_at % kBulkBytes + p.len <= kBulkBytes);
 }
 
-bool Mailbox::take(const Packet& p, Sink sink) {
+const std::byte* Mailbox::take(const Packet& p, std::byte (&scratch)[kGatherBytes]) {
   if (in_bulk(p)) {  // its cell landed (peek), and so had its bytes before it
-    sink(bulk_bytes(p, 0), p.len);
     consume_bulk(p);
-    return true;
+    return bulk_bytes(p, 0);
   }
   const size_t n = cells_for(p.len);
-  if (n == 1) {  // landed (peek), and left there until this side says it read it
-    sink(ring_[read_ % kCells].data, p.len);
+  const std::byte* first = ring_[read_ % kCells].data;
+  if (n == 1) {  // landed (peek)
     read_ += 1;
-    return true;
+    return first;
   }
   // The first cell landed, so the packet is being written: its other cells follow within a
   // copy's time. Returning instead would send the caller into its backoff (a 512-byte
   // allreduce took 3 us against 1 us so).
   for (int spins = 0; !landed(read_ + n - 1, tag(read_ + n - 1)); ++spins) {
-    if (spins == kPatience) return false;
+    if (spins == kPatience) return nullptr;
     spin_pause();
   }
   // Every tag is stored with release order after the cells before it: the last one landed,
-  // so have they. Gathered here whole cells at a time (a last cell's bytes past the packet
-  // are an earlier lap's, never handed over), then handed over in one piece.
-  std::byte packet[kMostCells * kCellBytes];
+  // so have they. Gathered whole cells at a time (a last cell's bytes past the packet are an
+  // earlier lap's, never handed over).
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(packet + i * kCellBytes, ring_[(read_ + i) % kCells].data, kCellBytes);
+    std::memcpy(scratch + i * kCellBytes, ring_[(read_ + i) % kCells].data, kCellBytes);
   }
-  sink(packet, p.len);
   read_ += n;
-  return true;
+  return scratch;
 }
 
 void Mailbox::publish_now(uint64_t landed) {

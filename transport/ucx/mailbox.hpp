@@ -111,10 +111,13 @@ class Mailbox {
   std::optional<Packet> peek() const;
   /// Reader: whether a packet's length, and a bulk one's place, are ones a writer writes.
   bool valid(const Packet& p) const;
-  /// Reader: hands the packet's bytes, which valid() said are in place, to `sink` in one
-  /// piece and consumes it; false (nothing handed over or consumed) while some of its cells
+  /// Room for a packet of cells gathered in one piece.
+  static constexpr size_t kGatherBytes = (kInlineUpTo + kCellBytes - 1) / kCellBytes * kCellBytes;
+  /// Reader: consumes the packet, whose bytes valid() said are in place, and returns them in
+  /// one piece: where they lie (one cell, the bulk ring) or gathered into `scratch`. They stay
+  /// there until this side next publishes. Null (nothing consumed) while some of its cells
   /// have not landed yet.
-  bool take(const Packet& p, Sink sink);
+  const std::byte* take(const Packet& p, std::byte (&scratch)[kGatherBytes]);
   /// Reader: whether a packet's bytes lie in the bulk ring. The writer leaves them there
   /// until the packet is consumed, so they may be read in parts: bulk_bytes(p, from) is its
   /// byte `from` on, and consume_bulk(p) consumes it.

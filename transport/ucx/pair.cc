@@ -283,19 +283,14 @@ absl::StatusOr<bool> UcxPair::take_packet(const Mailbox::Packet& p, size_t room,
     }
     return true;
   }
+  std::byte scratch[Mailbox::kGatherBytes];
+  const std::byte* data = mailbox_->take(p, scratch);
+  if (data == nullptr) return false;  // still landing
   if (p.len <= room) {  // all of it wanted: handed over from the mailbox itself
-    const bool took = mailbox_->take(p, [&](const std::byte* data, size_t n) {
-      hand_over(data, n, *got);
-      *got += n;
-    });
-    if (!took) return false;  // still landing
+    hand_over(data, p.len, *got);
+    *got += p.len;
   } else {
-    size_t at = 0;
-    const bool took = mailbox_->take(p, [&](const std::byte* data, size_t n) {
-      copy_bytes(inbox_.get() + at, data, n);
-      at += n;
-    });
-    if (!took) return false;
+    copy_bytes(inbox_.get(), data, p.len);
     inbox_at_ = 0, inbox_len_ = p.len;
   }
   landed_ += p.len;
