@@ -1,7 +1,8 @@
 // The ucx mailbox (transport/ucx/mailbox.hpp) between two workers of this process, which
 // UCX links by shared memory as it does two processes of one host: packets of every size it
 // takes arrive whole and in order over several laps of both its rings, and a cell that says
-// its bytes lie outside the bulk ring is refused instead of read.
+// its bytes lie outside the bulk ring, or gives a length no writer gives, is refused instead
+// of read.
 #ifdef WEFT_HAVE_UCX
 
 #include "transport/ucx/mailbox.hpp"
@@ -115,6 +116,38 @@ TEST_F(MailboxTest, ACellThatPutsItsBytesOutsideTheBulkRingIsRefused) {
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->bulk_at, past_the_end);
   EXPECT_FALSE(reader().valid(*p)) << "1000 bytes from 100 before the ring's end";
+}
+
+TEST_F(MailboxTest, ALengthNoWriterGivesIsRefused) {
+  uint64_t region = 0;
+  std::memcpy(&region, reader().card().data(), sizeof region);
+  auto* first = reinterpret_cast<std::byte*>(region);  // the reader's first cell
+  uint64_t tag = 0;
+
+  // A packet of cells whose tag (bytes 56-63: sequence, length, offset) claims 1000 bytes,
+  // more than cells carry.
+  std::vector<std::byte> bytes(40, std::byte{7});
+  writer().write(0, Gather{bytes.data(), bytes.size(), nullptr}, bytes.size());
+  std::optional<Mailbox::Packet> p = reader().peek();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->len, 40u);
+  EXPECT_TRUE(reader().valid(*p));
+  std::memcpy(&tag, first + 56, sizeof tag);
+  tag = (tag & ~(uint64_t{0xffff} << 32)) | uint64_t{1000} << 32;
+  std::memcpy(first + 56, &tag, sizeof tag);
+  p = reader().peek();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(reader().valid(*p)) << "a 1000-byte packet of cells";
+
+  // A bulk packet's cell (its length in bytes 0-7) that says 100 bytes, which go as cells.
+  std::memcpy(&tag, first + 56, sizeof tag);
+  tag |= uint64_t{0xffff} << 32;
+  std::memcpy(first + 56, &tag, sizeof tag);
+  const uint64_t small = 100;
+  std::memcpy(first, &small, sizeof small);
+  p = reader().peek();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(reader().valid(*p)) << "a 100-byte bulk packet";
 }
 
 }  // namespace

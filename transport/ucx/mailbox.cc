@@ -156,12 +156,14 @@ std::optional<Mailbox::Packet> Mailbox::peek() const {
   const uint64_t t = tag(read_);
   if (!landed(read_, t)) return std::nullopt;
   Packet p{static_cast<uint32_t>(t >> 32) & 0xffff, static_cast<uint32_t>(t), 0};
+  // A length no writer gives a packet reads as 0, which valid() refuses: cells take at most
+  // kInlineUpTo, and a bulk packet more.
+  if (p.len != kBulk && p.len > kInlineUpTo) p.len = 0;
   if (p.len == kBulk) {
     const std::byte* data = ring_[read_ % kCells].data;
     uint64_t length = 0;
     std::memcpy(&length, data, sizeof length);
     std::memcpy(&p.bulk_at, data + 8, sizeof p.bulk_at);
-    // A length no writer gives a bulk packet reads as 0, which valid() refuses.
     p.len = length > kInlineUpTo && length <= kPacketsUpTo ? static_cast<uint32_t>(length) : 0;
   }
   return p;
