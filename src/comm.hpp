@@ -238,7 +238,7 @@ class Comm : public LinkProvider, public LinkTending {
   absl::Time inject_next_ = absl::InfinitePast();
   // Held by every call; the tender looks after the links only while it is free.
   CallMutex calls_mu_;
-  // Destroyed before links_: its thread tends them between calls (tcp links only).
+  // Destroyed before links_: its thread tends them between calls (tcp and ucx links).
   std::unique_ptr<LinkTender> tender_;
   // What this rank proposes about its own links (null: WEFT_HEALTH or WEFT_ISOLATE off); fed
   // by the monitor's thread, so declared before watch_.

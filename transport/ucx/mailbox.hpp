@@ -19,10 +19,10 @@
 // kPacketsUpTo, is one cell (its tag says bulk and holds the offset, its data the length
 // and where in the bulk ring its bytes lie) written after its bytes, which lie in one
 // stretch of the bulk ring: one copy in, one flag, one copy out. Larger messages stay
-// tagged messages, whose tags carry the same
-// offset (address.hpp), so the reader takes packets and messages in the stream's order. The
-// offsets are exact as long as the writer is less than 2^31 bytes ahead of what the reader
-// has received, which the reader's published position keeps it to.
+// tagged messages, whose tags carry the same offset (address.hpp), so the reader takes
+// packets and messages in the stream's order. The offsets are exact as long as the writer is
+// less than 2^31 bytes ahead of what the reader has received, which the reader's published
+// position keeps it to.
 //
 // Between hosts there is no pointer, and links keep to tagged messages (an RDMA put of the
 // same packets is what would carry them there, not measured yet). One 2-process exchange
@@ -112,7 +112,8 @@ class Mailbox {
   /// Reader: whether a packet's length, and a bulk one's place, are ones a writer writes.
   bool valid(const Packet& p) const;
   /// Room for a packet of cells gathered in one piece.
-  static constexpr size_t kGatherBytes = (kInlineUpTo + kCellBytes - 1) / kCellBytes * kCellBytes;
+  static constexpr size_t kGatherBytes =
+      (kInlineUpTo + kCellBytes - 1) / kCellBytes * kCellBytes;
   /// Reader: consumes the packet, whose bytes valid() said are in place, and returns them in
   /// one piece: where they lie (one cell, the bulk ring) or gathered into `scratch`. They stay
   /// there until this side next publishes. Null (nothing consumed) while some of its cells
