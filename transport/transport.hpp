@@ -96,6 +96,13 @@ struct TwoPlaces {
     copy_bytes(dst, first + i, head);
     copy_bytes(dst + head, rest, n - head);
   }
+  /// Copies `n` bytes from `src` to bytes [i, i + n) of the stream (Scatter only).
+  void copy_in(const std::byte* src, size_t i, size_t n) const {
+    if (n <= run_from(i)) return copy_bytes(at(i), src, n);
+    const size_t head = first_len - i;
+    copy_bytes(first + i, src, head);
+    copy_bytes(rest, src + head, n - head);
+  }
 };
 using Scatter = TwoPlaces<std::byte>;
 using Gather = TwoPlaces<const std::byte>;

@@ -2,7 +2,7 @@
 // UCX links by shared memory as it does two processes of one host: packets of every size it
 // takes arrive whole and in order over several laps of both its rings, and a cell that says
 // its bytes lie outside the bulk ring, or gives a length no writer gives, is refused instead
-// of read.
+// of read; take_whole takes a packet only when it may take all of it.
 #ifdef WEFT_HAVE_UCX
 
 #include "transport/ucx/mailbox.hpp"
@@ -148,6 +148,41 @@ TEST_F(MailboxTest, ALengthNoWriterGivesIsRefused) {
   p = reader().peek();
   ASSERT_TRUE(p.has_value());
   EXPECT_FALSE(reader().valid(*p)) << "a 100-byte bulk packet";
+}
+
+TEST_F(MailboxTest, TakeWholeTakesOnlyAWholePacketAtTheOffsetAsked) {
+  std::vector<std::byte> bytes(1240);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + 1);
+  // One cell, four cells, and a bulk packet, at stream offsets 0, 40 and 240.
+  for (const auto& [at, len] : {std::pair<size_t, size_t>{0, 40}, {40, 200}, {240, 1000}}) {
+    ASSERT_TRUE(writer().room(len));
+    writer().write(at, Gather{bytes.data() + at, len, nullptr}, len);
+  }
+  std::byte scratch[Mailbox::kGatherBytes];
+  size_t len = 0;
+  EXPECT_EQ(reader().take_whole(1, 100, scratch, &len), nullptr) << "another offset";
+  EXPECT_EQ(reader().take_whole(0, 39, scratch, &len), nullptr) << "more than the caller wants";
+  std::optional<Mailbox::Packet> p = reader().peek();
+  ASSERT_TRUE(p.has_value()) << "a refusal consumed the packet";
+  EXPECT_EQ(p->len, 40u);
+
+  const std::byte* data = reader().take_whole(0, 40, scratch, &len);
+  ASSERT_NE(data, nullptr);
+  ASSERT_EQ(len, 40u);
+  EXPECT_TRUE(std::memcmp(data, bytes.data(), 40) == 0);
+
+  EXPECT_EQ(reader().take_whole(40, 199, scratch, &len), nullptr);
+  data = reader().take_whole(40, 200, scratch, &len);
+  ASSERT_NE(data, nullptr) << "four cells, all landed";
+  ASSERT_EQ(len, 200u);
+  EXPECT_TRUE(std::memcmp(data, bytes.data() + 40, 200) == 0);
+
+  EXPECT_EQ(reader().take_whole(240, 999, scratch, &len), nullptr) << "a bulk packet, cut";
+  data = reader().take_whole(240, 5000, scratch, &len);
+  ASSERT_NE(data, nullptr) << "a bulk packet";
+  ASSERT_EQ(len, 1000u);
+  EXPECT_TRUE(std::memcmp(data, bytes.data() + 240, 1000) == 0);
+  EXPECT_EQ(reader().take_whole(1240, 100, scratch, &len), nullptr) << "nothing written";
 }
 
 }  // namespace

@@ -180,26 +180,35 @@ const std::byte* Mailbox::take(const Packet& p, std::byte (&scratch)[kGatherByte
     consume_bulk(p);
     return bulk_bytes(p, 0);
   }
-  const size_t n = cells_for(p.len);
-  const std::byte* first = ring_[read_ % kCells].data;
-  if (n == 1) {  // landed (peek)
-    read_ += 1;
-    return first;
+  if (cells_for(p.len) == 1) {  // landed (peek)
+    return ring_[read_++ % kCells].data;
   }
+  return gather(cells_for(p.len), scratch);
+}
+
+const std::byte* Mailbox::take_bulk_whole(size_t* len) {
+  const std::optional<Packet> p = peek();
+  if (!p || !valid(*p)) return nullptr;
+  consume_bulk(*p);
+  *len = p->len;
+  return bulk_bytes(*p, 0);
+}
+
+const std::byte* Mailbox::gather(size_t cells, std::byte (&scratch)[kGatherBytes]) {
   // The first cell landed, so the packet is being written: its other cells follow within a
   // copy's time. Returning instead would send the caller into its backoff (a 512-byte
   // allreduce took 3 us against 1 us so).
-  for (int spins = 0; !landed(read_ + n - 1, tag(read_ + n - 1)); ++spins) {
+  for (int spins = 0; !landed(read_ + cells - 1, tag(read_ + cells - 1)); ++spins) {
     if (spins == kPatience) return nullptr;
     spin_pause();
   }
   // Every tag is stored with release order after the cells before it: the last one landed,
   // so have they. Gathered whole cells at a time (a last cell's bytes past the packet are an
   // earlier lap's, never handed over).
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < cells; ++i) {
     std::memcpy(scratch + i * kCellBytes, ring_[(read_ + i) % kCells].data, kCellBytes);
   }
-  read_ += n;
+  read_ += cells;
   return scratch;
 }
 

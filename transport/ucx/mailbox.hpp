@@ -34,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,6 +120,24 @@ class Mailbox {
   /// there until this side next publishes. Null (nothing consumed) while some of its cells
   /// have not landed yet.
   const std::byte* take(const Packet& p, std::byte (&scratch)[kGatherBytes]);
+  /// Reader: the next packet, consumed, if it starts at stream offset `offset` (low 32 bits),
+  /// has landed whole, is valid and has at most `max` bytes: a small call's state and data,
+  /// with one look at the tag. Its bytes as take() returns them, `*len` of them. Null
+  /// otherwise, nothing consumed: peek() and take() tell the rest.
+  const std::byte* take_whole(uint32_t offset, size_t max, std::byte (&scratch)[kGatherBytes],
+                              size_t* len) {
+    const uint64_t t = tag(read_);
+    if (!landed(read_, t) || static_cast<uint32_t>(t) != offset) return nullptr;
+    const size_t n = (t >> 32) & 0xffff;
+    if (n == kBulk) {  // its length first: a caller that wants only a head looks no further
+      uint64_t length = 0;
+      std::memcpy(&length, ring_[read_ % kCells].data, sizeof length);
+      return length <= max ? take_bulk_whole(len) : nullptr;
+    }
+    if (n == 0 || n > kInlineUpTo || n > max) return nullptr;
+    *len = n;
+    return n <= kCellBytes ? ring_[read_++ % kCells].data : gather(cells_for(n), scratch);
+  }
   /// Reader: whether a packet's bytes lie in the bulk ring. The writer leaves them there
   /// until the packet is consumed, so they may be read in parts: bulk_bytes(p, from) is its
   /// byte `from` on, and consume_bulk(p) consumes it.
@@ -173,6 +192,11 @@ class Mailbox {
   static uint64_t bulk_place(uint64_t used, size_t len);
   static constexpr size_t stretch(size_t len) { return (len + 63) / 64 * 64; }
   void write_bulk(uint64_t offset, const Gather& from, size_t len);
+  // Consumes the next `cells` cells, whose first landed, into `scratch`; null (nothing
+  // consumed) while the others have not landed yet.
+  const std::byte* gather(size_t cells, std::byte (&scratch)[kGatherBytes]);
+  // take_whole's bulk packet, whose cell landed.
+  const std::byte* take_bulk_whole(size_t* len);
   void publish_now(uint64_t landed);
   void load_peer_position();
 

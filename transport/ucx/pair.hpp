@@ -135,6 +135,9 @@ class UcxPair : public Pair, private HoldsBytes {
   // Writes the stream's next `len` bytes, from `from`, into the peer's mailbox as one packet
   // (packet_fits said it fits); the ring is free up to `ring_end` once sends before it are.
   void write_packet(const Gather& from, size_t len, uint64_t ring_end);
+  // A send with nothing before it to wait for or to join (no bytes held back, no offer or
+  // send under way) that fits a packet: written now, straight from `from`, and true.
+  bool send_packet_now(const Gather& from, size_t len);
   absl::Status reclaim();  // frees the ring space of completed sends, oldest first
   // Receiving: the next message's length (nullopt: none yet), the hello consumed on the way.
   absl::StatusOr<std::optional<size_t>> next_message();
