@@ -160,7 +160,9 @@ absl::Status Comm::open_ipc() {
                        .type = DataType::kUint8, .op = ReduceOp::kMin};
   if (absl::Status s = run_host(every, CallOptions{}); !s.ok()) return s;
   if (ok == 0) {
-    // Not worth failing a job for: the host path carries the calls, more slowly.
+    // Not worth failing a job for: the host path carries the calls, more slowly. Every rank
+    // is past mapping (the allreduce), so the windows go back now, not with the copier.
+    context->release();
     if (!mapped.ok()) {
       std::fprintf(stderr, "weft: rank %d: cuda_ipc is off, calls on streams stage through the "
                    "host path: %s\n", rank_, std::string(mapped.message()).c_str());

@@ -96,6 +96,10 @@ class Copier {
   /// copier goes. An error where it cannot be reached from here (no peer access between the
   /// GPUs, another user's process), which the caller answers by staging through the host.
   virtual absl::StatusOr<std::byte*> open_shared(std::string_view handle, size_t bytes) = 0;
+  /// Unmaps `data`, which share_memory or open_shared gave and no work queued here still
+  /// uses, before the copier goes; what this process exported for its peers goes with it
+  /// (a peer's mapping stays: the memory lives until its last mapping goes).
+  virtual void release_shared(std::byte* data) = 0;
 };
 
 /// The engine's wait for a stream (src/engine.hpp): returns once `word` has reached `number`,

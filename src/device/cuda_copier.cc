@@ -229,6 +229,11 @@ class CudaCopier : public Copier {
     return shared_memory().open(handle, bytes);
   }
 
+  void release_shared(std::byte* data) override {
+    OnDevice on(device_);
+    shared_memory().release(data);
+  }
+
  private:
   absl::StatusOr<cudaEvent_t> take_event() {
     if (!free_events_.empty()) {

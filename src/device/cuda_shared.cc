@@ -57,14 +57,26 @@ CUmemAllocationProp properties(int device) {
 
 CudaShared::~CudaShared() {
   if (driver_ == nullptr) return;
-  for (const Mapping& m : mappings_) {
-    driver_->unmap(m.address, m.bytes);
-    driver_->free(m.address, m.bytes);
-    driver_->release(m.allocation);
+  for (const Mapping& m : mappings_) unmap(*driver_, m);
+}
+
+void CudaShared::unmap(const Driver& driver, const Mapping& m) {
+  driver.unmap(m.address, m.bytes);
+  driver.free(m.address, m.bytes);
+  driver.release(m.allocation);
+  if (m.exported >= 0) {
+    forget_fd(m.exported);
+    close(m.exported);
   }
-  for (int fd : exported_) {
-    forget_fd(fd);
-    close(fd);
+}
+
+void CudaShared::release(std::byte* data) {
+  const auto address = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(data));
+  for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
+    if (it->address != address) continue;
+    unmap(*driver_, *it);
+    mappings_.erase(it);
+    return;
   }
 }
 
@@ -143,7 +155,7 @@ absl::StatusOr<std::pair<std::byte*, std::string>> CudaShared::share(size_t byte
       r != CUDA_SUCCESS) {
     return driver_error(r, "cuMemExportToShareableHandle");
   }
-  exported_.push_back(fd);
+  mappings_.back().exported = fd;  // map() just added it
   // The size rides with the handle: a peer's GPU may round by another granularity.
   return std::make_pair(*p, absl::StrCat(fd_handle(fd), "/", *size));
 }

@@ -28,6 +28,9 @@ class CudaShared {
   absl::StatusOr<std::pair<std::byte*, std::string>> share(size_t bytes);
   /// Maps a peer's allocation of `bytes` by its handle, readable and writable from this device.
   absl::StatusOr<std::byte*> open(std::string_view handle, size_t bytes);
+  /// Unmaps and releases what share or open gave at `data` now, and closes its exported
+  /// descriptor if it is ours.
+  void release(std::byte* data);
 
  private:
   struct Driver;
@@ -40,11 +43,12 @@ class CudaShared {
     unsigned long long address;  // CUdeviceptr
     size_t bytes;
     unsigned long long allocation;  // CUmemGenericAllocationHandle
+    int exported = -1;              // ours: the descriptor peers take (shared_fd.hpp)
   };
+  static void unmap(const Driver& driver, const Mapping& m);
   int device_;
   const Driver* driver_ = nullptr;
   std::vector<Mapping> mappings_;
-  std::vector<int> exported_;  // descriptors this process hands to peers (shared_fd.hpp)
 };
 
 }  // namespace weft::device

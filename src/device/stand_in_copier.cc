@@ -30,9 +30,9 @@ class StandInCopier : public Copier {
     changed_.notify_all();
     thread_.join();
     for (const auto& [p, bytes] : mapped_) munmap(p, bytes);
-    for (int fd : shared_fds_) {
-      forget_fd(fd);
-      close(fd);
+    for (const auto& mine : exported_) {
+      forget_fd(mine.second);
+      close(mine.second);
     }
   }
 
@@ -142,7 +142,7 @@ class StandInCopier : public Copier {
       close(fd);
       return p.status();
     }
-    shared_fds_.push_back(fd);
+    exported_.emplace_back(*p, fd);
     return Shared{*p, fd_handle(fd)};
   }
 
@@ -152,6 +152,22 @@ class StandInCopier : public Copier {
     auto p = map(*mine, bytes);
     close(*mine);
     return p;
+  }
+
+  void release_shared(std::byte* data) override {
+    for (auto it = mapped_.begin(); it != mapped_.end(); ++it) {
+      if (it->first != data) continue;
+      munmap(it->first, it->second);
+      mapped_.erase(it);
+      break;
+    }
+    for (auto it = exported_.begin(); it != exported_.end(); ++it) {
+      if (it->first != data) continue;
+      forget_fd(it->second);
+      close(it->second);
+      exported_.erase(it);
+      break;
+    }
   }
 
  private:
@@ -222,7 +238,7 @@ class StandInCopier : public Copier {
   bool stop_ = false;
   std::vector<std::unique_ptr<std::byte[]>> buffers_;
   std::vector<std::pair<void*, size_t>> mapped_;  // shared memory, ours and peers'
-  std::vector<int> shared_fds_;                   // ours, open for peers to find
+  std::vector<std::pair<void*, int>> exported_;    // ours, and the memfd open for peers to find
   std::thread thread_;  // last: it starts once the rest is made
 };
 

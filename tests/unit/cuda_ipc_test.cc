@@ -1,10 +1,13 @@
 // transport/cuda_ipc/ where there is no GPU: the stand-in copier's windows (memfds) stand in
 // for device memory. A rank's address survives the wire, a malformed one is refused, and
 // connecting maps every rank's window so that one rank's writes are the others' reads; a
-// window that cannot be mapped is an error that names its rank.
+// window that cannot be mapped is an error that names its rank; released windows are
+// unmapped at once, the peers' mappings staying.
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -102,6 +105,40 @@ TEST(CudaIpcContext, ACopyIntoTheWindowIsSkippedOnceStopped) {
   ASSERT_TRUE(copier->copy_unless_stopped_on(&stream, slot, 32, rows.data(), 64, 32, 2).ok());
   stream.synchronize();
   EXPECT_EQ(slot[0], std::byte{7}) << "copied after the stop";
+}
+
+// The stand-in's windows as this process maps them (memfds named weft-window).
+int windows_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) n += line.find("weft-window") != std::string::npos;
+  return n;
+}
+
+// Ranks that agreed not to use cuda_ipc (one could not map a window) give the device memory
+// back then, not when the communicator goes.
+TEST(CudaIpcContext, ReleasedWindowsAreUnmappedAndThePeersKeepTheirs) {
+  device::FdPost post;
+  constexpr int n = 3;
+  constexpr size_t slot = 4096;
+  const int before = windows_mapped();
+  std::vector<std::unique_ptr<device::Copier>> copiers;
+  std::vector<std::unique_ptr<Context>> contexts;
+  std::vector<Address> addresses;
+  for (int r = 0; r < n; ++r) {
+    copiers.push_back(device::stand_in_copier());
+    contexts.push_back(std::make_unique<Context>(*copiers[r], r, n, slot));
+    addresses.push_back(contexts[r]->address());
+  }
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(contexts[r]->connect(addresses).ok());
+  ASSERT_EQ(windows_mapped() - before, n * n) << "each rank maps its own window and its peers'";
+  std::memset(contexts[0]->pair(0).slot(0), 'z', slot);
+  contexts[0]->release();
+  EXPECT_EQ(windows_mapped() - before, n * n - n);
+  EXPECT_EQ(contexts[1]->pair(0).slot(0)[0], std::byte{'z'}) << "rank 0's window, as rank 1 maps it";
+  contexts[0]->release();  // nothing left to give back
+  for (int r = 1; r < n; ++r) contexts[r]->release();
+  EXPECT_EQ(windows_mapped(), before);
 }
 
 }  // namespace

@@ -16,6 +16,15 @@ Context::Context(device::Copier& copier, int rank, int size, size_t slot_bytes)
   address_.handle = std::move(shared->handle);
 }
 
+void Context::release() {
+  for (const Pair& p : pairs_) {
+    if (p.peer() != rank_) copier_.release_shared(p.window());
+  }
+  pairs_.clear();
+  if (own_ != nullptr) copier_.release_shared(own_);
+  own_ = nullptr;
+}
+
 absl::Status Context::connect(const std::vector<Address>& addresses) {
   if (addresses.size() != static_cast<size_t>(size_)) {
     return absl::InternalError(absl::StrCat("cuda_ipc: ", addresses.size(), " addresses for ",

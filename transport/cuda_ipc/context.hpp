@@ -29,6 +29,10 @@ class Context {
   /// Maps every peer's window from `addresses` (by rank, this rank's own among them); an
   /// error that names the first rank whose window has no handle or cannot be mapped.
   absl::Status connect(const std::vector<Address>& addresses);
+  /// Gives back this rank's window and the peers' it mapped, when the ranks chose not to use
+  /// them (one could not map a window): device memory a job may want. Nothing must use them
+  /// after.
+  void release();
   /// `rank`'s window (this rank's own too), once connected.
   const Pair& pair(int rank) const { return pairs_[rank]; }
   size_t slot_bytes() const { return slot_bytes_; }

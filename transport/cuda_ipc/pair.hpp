@@ -13,6 +13,8 @@ class Pair {
   Pair(int peer, std::byte* window, size_t slot_bytes);
 
   int peer() const { return peer_; }
+  /// The peer's window, as mapped here.
+  std::byte* window() const { return window_; }
   /// Where piece `number` lies in the peer's window, as mapped here.
   std::byte* slot(uint32_t number) const;
 
