@@ -40,18 +40,29 @@ TEST(CudaIpcAddress, RoundTripsAndRefusesWhatNoRankWrote) {
   EXPECT_FALSE(Address::decode(record).ok());
 }
 
+// `n` ranks as threads of this process, each with a stand-in copier and a context whose
+// window has `slot`-byte slots, and what each publishes.
+struct Ranks {
+  Ranks(int n, size_t slot) {
+    for (int r = 0; r < n; ++r) {
+      copiers.push_back(device::stand_in_copier());
+      contexts.push_back(std::make_unique<Context>(*copiers[r], r, n, slot));
+      addresses.push_back(contexts[r]->address());
+    }
+  }
+  std::vector<std::unique_ptr<device::Copier>> copiers;
+  std::vector<std::unique_ptr<Context>> contexts;
+  std::vector<Address> addresses;
+};
+
 TEST(CudaIpcContext, EveryRankMapsEveryWindow) {
   device::FdPost post;  // the ranks are threads of this process: one post serves them all
   constexpr int n = 3;
   constexpr size_t slot = 4096;
-  std::vector<std::unique_ptr<device::Copier>> copiers;
-  std::vector<std::unique_ptr<Context>> contexts;
-  std::vector<Address> addresses;
+  Ranks ranks(n, slot);
+  auto& [copiers, contexts, addresses] = ranks;
   for (int r = 0; r < n; ++r) {
-    copiers.push_back(device::stand_in_copier());
-    contexts.push_back(std::make_unique<Context>(*copiers[r], r, n, slot));
     ASSERT_FALSE(contexts[r]->address().handle.empty()) << contexts[r]->address().why_not;
-    addresses.push_back(contexts[r]->address());
   }
   for (int r = 0; r < n; ++r) ASSERT_TRUE(contexts[r]->connect(addresses).ok());
   // Rank r writes piece 5 (slot 1) of its own window; every rank reads it through its mapping.
@@ -122,14 +133,8 @@ TEST(CudaIpcContext, ReleasedWindowsAreUnmappedAndThePeersKeepTheirs) {
   constexpr int n = 3;
   constexpr size_t slot = 4096;
   const int before = windows_mapped();
-  std::vector<std::unique_ptr<device::Copier>> copiers;
-  std::vector<std::unique_ptr<Context>> contexts;
-  std::vector<Address> addresses;
-  for (int r = 0; r < n; ++r) {
-    copiers.push_back(device::stand_in_copier());
-    contexts.push_back(std::make_unique<Context>(*copiers[r], r, n, slot));
-    addresses.push_back(contexts[r]->address());
-  }
+  Ranks ranks(n, slot);
+  auto& [copiers, contexts, addresses] = ranks;
   for (int r = 0; r < n; ++r) ASSERT_TRUE(contexts[r]->connect(addresses).ok());
   ASSERT_EQ(windows_mapped() - before, n * n) << "each rank maps its own window and its peers'";
   std::memset(contexts[0]->pair(0).slot(0), 'z', slot);

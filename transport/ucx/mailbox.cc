@@ -180,10 +180,9 @@ const std::byte* Mailbox::take(const Packet& p, std::byte (&scratch)[kGatherByte
     consume_bulk(p);
     return bulk_bytes(p, 0);
   }
-  if (cells_for(p.len) == 1) {  // landed (peek)
-    return ring_[read_++ % kCells].data;
-  }
-  return gather(cells_for(p.len), scratch);
+  const size_t n = cells_for(p.len);
+  if (n == 1) return ring_[read_++ % kCells].data;  // landed (peek)
+  return gather(n, scratch);
 }
 
 const std::byte* Mailbox::take_bulk_whole(size_t* len) {
