@@ -429,6 +429,53 @@ TEST_P(TransportTest, PeerGoneIsReportedNotHung) {
   }
 }
 
+// A chain broadcast's links carry bytes one way only: the sender never receives, yet when the
+// receiver fails mid-call and closes its end (its process still running), the sender, still
+// sending, must learn it before its deadline. Over ucx a lower rank read its peer's hello only
+// with the first bytes it received, and the goodbye queued behind that unread hello went
+// unseen (CI, stop 56: a killed rank's neighbours waited out their 5 s deadline).
+TEST_P(TransportTest, PeerClosingIsSeenBySideThatOnlySends) {
+  for (int sender : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("rank ", sender, " only sends"));
+    Ranks r = make_ranks(GetParam(), 2);
+    ASSERT_EQ(r.transports.size(), 2u);
+    std::unique_ptr<Pair> a, b;
+    ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+    std::unique_ptr<Pair>& from = sender == 0 ? a : b;
+    std::unique_ptr<Pair>& to = sender == 0 ? b : a;
+    // More than any transport buffers: the receiver reads the first part, then stops.
+    const std::vector<std::byte> msg(size_t{64} << 20, std::byte{7});
+    const size_t read_first = 3000;
+    size_t sent = 0, landed = 0;
+    // Sends (offers, with `offered`) what is left of the first `upto` bytes.
+    auto send = [&](size_t upto, bool offered) -> absl::StatusOr<size_t> {
+      auto n = offered ? from->offer_some(msg.data() + sent, upto - sent)
+                       : from->send_some(msg.data() + sent, upto - sent);
+      if (n.ok()) sent += *n;
+      return n;
+    };
+    pump(read_first, [&](size_t) { return send(read_first, false); },
+         [&](size_t) -> absl::StatusOr<size_t> {
+           auto n = to->recv_some(read_first - landed, [](const std::byte*, size_t) {});
+           if (n.ok()) landed += *n;
+           return n;
+         });
+    ASSERT_EQ(landed, read_first);
+    // The sender goes on offering the rest, some of which the receiver leaves unread.
+    ASSERT_TRUE(send(msg.size(), true).ok());
+    to.reset();  // the receiver's end closes; its transport, and process, go on
+    const Deadline deadline = Deadline::after(absl::Seconds(5));
+    absl::Status seen;
+    for (int i = 0; i < 100000 && seen.ok() && sent < msg.size() && !deadline.expired(); ++i) {
+      seen = from->check_peer();
+      if (seen.ok()) seen = send(msg.size(), true).status();
+      if (seen.ok()) absl::SleepFor(absl::Microseconds(50));
+    }
+    EXPECT_FALSE(seen.ok()) << "the sending side never noticed its peer closed the link";
+    std::printf("[ %s ] %s\n", GetParam().name, std::string(seen.message()).c_str());
+  }
+}
+
 #ifdef WEFT_HAVE_UCX
 /// ucx with UCX_TLS set to `tls` while its context reads UCX's settings: UCX over shared
 /// memory and CMA, or over tcp, on this one host.

@@ -1,6 +1,8 @@
 #include "transport/ucx/pair.hpp"
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "src/base/copy.hpp"
@@ -88,11 +90,20 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
 UcxPair::~UcxPair() {
   if (ep_ == nullptr) return;
   Worker::Hold hold(*worker_);
-  // A zero-length message after the last bytes tells the peer the link closed, so its next
-  // wait fails at once instead of at its deadline.
+  // A zero-length message after the last bytes tells the peer's receives the link closed, and
+  // one at the offset kept for it tells its check_peer, wherever its stream is (a side that
+  // only sends, or has bytes of this side's still to read): its next wait fails at once
+  // instead of at its deadline.
   const bool healthy = usable().ok();
-  if (healthy && post_pending().ok()) (void)post(nullptr, 0, allocated_);
+  if (healthy && post_pending().ok()) {
+    (void)post(nullptr, 0, allocated_);
+    ucp_request_param_t notice{};
+    notice.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+    void* r = ucp_tag_send_nbx(ep_, nullptr, 0, o_.tag_out | kClosedOffset, &notice);
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // the close below flushes it
+  }
   worker_->not_holding(this);
+  receive_unread();
   mailbox_.reset();  // its key was unpacked on the endpoint, and goes first
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -106,13 +117,38 @@ UcxPair::~UcxPair() {
     worker_->progress_once();
   }
   if (UCS_PTR_IS_PTR(closing)) ucp_request_free(closing);
-  // A message taken off UCX's queue by a probe is UCX's to free only once received.
-  if (probed_ != nullptr) (void)land(inbox_.get(), probed_len_);
   // Requests still held complete (or are cancelled) with the endpoint; none may outlive
   // the buffers they point into.
   sends_.cancel_all(worker_->get());
   offered_.cancel_all(worker_->get());
   worker_->progress();
+}
+
+void UcxPair::receive_unread() {
+  // A sender that is gone gets a moment, then its rendezvous is dropped.
+  const Deadline deadline = Deadline::after(absl::Milliseconds(200));
+  worker_->progress();  // what has come, matched while the endpoint stands
+  for (int i = 0; i < 1024 && !deadline.expired(); ++i) {
+    ucp_tag_message_h message = std::exchange(probed_, nullptr);
+    size_t len = probed_len_;
+    if (message == nullptr) {
+      ucp_tag_recv_info_t info{};
+      message = ucp_tag_probe_nb(worker_->get(), o_.tag_in, ~kTagOffsetBits, 1, &info);
+      if (message == nullptr) return;
+      len = info.length;
+    }
+    std::vector<std::byte> larger;  // none of weft's, which are up to kMaxMessage
+    std::byte* into = inbox_.get();
+    if (len > kMaxMessage) larger.resize(len), into = larger.data();
+    ucp_request_param_t param{};
+    void* r = ucp_tag_msg_recv_nbx(worker_->get(), into, len, message, &param);
+    if (!UCS_PTR_IS_PTR(r)) continue;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && !deadline.expired()) {
+      worker_->progress_once();
+    }
+    if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_->get(), r);
+    ucp_request_free(r);
+  }
 }
 
 // ---- failure ----
@@ -159,19 +195,31 @@ absl::Status UcxPair::check_peer_locked() {
   if (auto s = post_pending(); !s.ok()) return s;
   worker_->progress();
   if (auto s = usable(); !s.ok()) return s;
-  if (peer_closed_) return fail(absl::UnavailableError("the peer closed the link"));
-  if (probed_ == nullptr && inbox_at_ == inbox_len_) {
-    ucp_tag_recv_info_t info{};
-    // A goodbye right after the last bytes this side received.
-    if (ucp_tag_probe_nb(worker_->get(), tag_at(landed_), kEveryTagBit, 0, &info) != nullptr &&
-        info.length == 0) {
-      return fail(absl::UnavailableError("the peer closed the link"));
-    }
+  // As shm's closed flags: the peer closed, and nothing it sent is left to receive. Before
+  // its hello is read the link is of no use either way (its mailbox may be gone, below).
+  if (peer_closed_ || (peer_sent_closed() && (hello_pending_ || !readable()))) {
+    return fail(absl::UnavailableError("the peer closed the link"));
   }
   if (o_.same_host && !process_alive(o_.peer_pid)) {
     return fail(absl::UnavailableError(absl::StrCat("its process (pid ", o_.peer_pid, ") is gone")));
   }
   return absl::OkStatus();
+}
+
+bool UcxPair::readable() const {
+  if (inbox_at_ < inbox_len_ || probed_ != nullptr || packet_part_ > 0 || packet_next()) {
+    return true;
+  }
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(worker_->get(), tag_at(landed_), kEveryTagBit, 0, &info) != nullptr &&
+         info.length > 0;
+}
+
+bool UcxPair::peer_sent_closed() const {
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(worker_->get(), tag_at(kClosedOffset), kEveryTagBit, 0, &info) !=
+             nullptr &&
+         info.length == 0;
 }
 
 // ---- receiving ----
@@ -247,8 +295,15 @@ absl::Status UcxPair::read_hello() {
         "its hello came from rank ", hello.rank, " for rank ", hello.peer,
         " (a rank of another job with the same secret, or another weft version?)")));
   }
+  if (mailbox_ == nullptr) {
+    hello_pending_ = false;
+    return absl::OkStatus();
+  }
+  // The peer's mailbox goes with its end of the link, and UCX 1.13 crashes unpacking a key
+  // whose region is gone (its error path releases what it never made): a lower rank reads
+  // the hello with its first receive, which may come after the peer closed or died.
+  if (auto s = check_peer_locked(); !s.ok()) return s;
   hello_pending_ = false;
-  if (mailbox_ == nullptr) return absl::OkStatus();
   auto reached = mailbox_->reach(ep_, std::string_view(message).substr(sizeof hello));
   if (!reached.ok()) return fail(reached.status());
   packets_out_ = *reached;

@@ -30,7 +30,8 @@
 // large one a rendezvous into the user's buffer), any other into this link's receive buffer,
 // from which it is handed over as the caller asks. A receive lands about one large message
 // at most, so that the caller's own sends go on between them. A zero-length message says
-// the peer closed the link.
+// the peer closed the link: after its last bytes, for the receives, and at the offset kept for
+// it (address.hpp), for check_peer, which finds it however much of the stream is unread.
 //
 // Mailboxes. Between processes of one host, once a side has read the other's hello (which
 // carries its mailbox's card), its messages up to Mailbox::kPacketsUpTo, copied sends and
@@ -157,12 +158,18 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::StatusOr<bool> take_packet(const Mailbox::Packet& p, size_t room, HandOver hand_over,
                                    size_t* got);
   absl::Status read_hello();  // the probed message, the peer's hello
+  // Receives and drops this link's messages still queued, before its endpoint closes: UCX
+  // answers a rendezvous through the endpoint, and one received after it closed (the
+  // worker's drop_unread) failed UCX's check that the endpoint is the worker's.
+  void receive_unread();
   // The tag of the peer's message that starts at stream offset `at` (address.hpp).
   uint64_t tag_at(uint64_t at) const { return o_.tag_in | (at & kTagOffsetBits); }
   absl::Status wait(void* request, const char* what);
   static absl::Status offer_changed();
 
   absl::Status usable();  // the link's failure, if it failed
+  bool peer_sent_closed() const;  // the peer's closing notice (address.hpp) has come
+  bool readable() const;  // bytes of the peer's wait here to be received
   absl::Status fail(absl::Status cause);
   absl::Status failure(const char* what, ucs_status_t status);
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);

@@ -91,9 +91,10 @@ class Worker {
   Worker() = default;
   void serve();  // the worker's own thread
   void note_driven();
-  // Receives and drops what nobody read, before the worker goes: UCX warns of every message
-  // still queued then.
+  // Receives and drops what nobody read, up to the first message larger than kDropUpTo,
+  // before the worker goes: UCX warns of every message still queued then.
   void drop_unread();
+  static constexpr size_t kDropUpTo = 1024;  // below any rendezvous threshold UCX sets
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
