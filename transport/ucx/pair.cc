@@ -50,7 +50,8 @@ absl::StatusOr<std::unique_ptr<UcxPair>> UcxPair::open(std::shared_ptr<Worker> w
   // endpoint that asks it to; on one host weft asks the kernel whether the peer still runs
   // (check_peer) and leaves UCX free to use shared memory and CMA.
   params.err_mode = options.same_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
-  params.err_handler = {&UcxPair::on_endpoint_error, p.get()};
+  p->endpoint_failure_ = p->worker_->endpoint_failure();
+  params.err_handler = {&EndpointFailure::on_error, p->endpoint_failure_};
   if (ucs_status_t s = ucp_ep_create(p->worker_->get(), &params, &p->ep_); s != UCS_OK) {
     p->ep_ = nullptr;
     return ucx_error(s, absl::StrCat("rank ", options.self, " creating a UCX endpoint to rank ",
@@ -153,13 +154,6 @@ void UcxPair::receive_unread() {
 
 // ---- failure ----
 
-void UcxPair::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
-  auto* self = static_cast<UcxPair*>(arg);
-  absl::MutexLock lock(&self->endpoint_mu_);
-  if (self->endpoint_status_ == UCS_OK) self->endpoint_status_ = status;
-  self->endpoint_failed_.store(true, std::memory_order_release);
-}
-
 absl::Status UcxPair::fail(absl::Status cause) {
   if (failed_.ok()) {
     errors_.add(1);
@@ -175,13 +169,10 @@ absl::Status UcxPair::failure(const char* what, ucs_status_t status) {
 
 absl::Status UcxPair::usable() {
   if (!failed_.ok()) return failed_;
-  if (endpoint_failed_.load(std::memory_order_acquire)) {
-    ucs_status_t status;
-    {
-      absl::MutexLock lock(&endpoint_mu_);
-      status = endpoint_status_;
-    }
-    return failure("the endpoint failed (the peer is gone or the network between failed)", status);
+  if (const int status = endpoint_failure_->status.load(std::memory_order_acquire);
+      status != UCS_OK) {
+    return failure("the endpoint failed (the peer is gone or the network between failed)",
+                   static_cast<ucs_status_t>(status));
   }
   return absl::OkStatus();
 }

@@ -50,13 +50,11 @@
 #include <ucp/api/ucp.h>
 
 #include <array>
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/functional/function_ref.h"
-#include "absl/synchronization/mutex.h"
 #include "transport/transport.hpp"
 #include "transport/ucx/address.hpp"
 #include "transport/ucx/mailbox.hpp"
@@ -172,7 +170,6 @@ class UcxPair : public Pair, private HoldsBytes {
   bool readable() const;  // bytes of the peer's wait here to be received
   absl::Status fail(absl::Status cause);
   absl::Status failure(const char* what, ucs_status_t status);
-  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   std::shared_ptr<Worker> worker_;
   Options o_;
@@ -213,10 +210,8 @@ class UcxPair : public Pair, private HoldsBytes {
   bool peer_closed_ = false;
 
   absl::Status failed_;  // the link's thread only
-  // UCX reports endpoint errors from whichever thread progresses the worker.
-  std::atomic<bool> endpoint_failed_{false};
-  mutable absl::Mutex endpoint_mu_;
-  ucs_status_t endpoint_status_ ABSL_GUARDED_BY(endpoint_mu_) = UCS_OK;
+  // UCX reports endpoint errors from whichever thread progresses the worker; the worker's.
+  EndpointFailure* endpoint_failure_ = nullptr;
 
   LinkCounter bytes_sent_, bytes_received_, errors_;
 };

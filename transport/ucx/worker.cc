@@ -117,6 +117,12 @@ Worker::~Worker() {
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 
+void EndpointFailure::on_error(void* self, ucp_ep_h, ucs_status_t status) {
+  int none = UCS_OK;
+  static_cast<EndpointFailure*>(self)->status.compare_exchange_strong(
+      none, status, std::memory_order_release, std::memory_order_relaxed);
+}
+
 void Worker::drop_unread() {
   for (int i = 0; i < 1024; ++i) {
     ucp_worker_progress(worker_);

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,6 +38,15 @@ class HoldsBytes {
 
  protected:
   ~HoldsBytes() = default;
+};
+
+/// An endpoint's failure as UCX reports it, to the error handler given the endpoint. The
+/// worker keeps it, not the link: UCX may still call the handler of an endpoint whose close
+/// did not finish while its link closed (a flush the peer never answers), after the link is
+/// gone (UndefinedBehaviorSanitizer caught a handler writing into a destroyed link).
+struct EndpointFailure {
+  std::atomic<int> status{UCS_OK};  ///< the first error UCX reported, UCS_OK while none
+  static void on_error(void* self, ucp_ep_h ep, ucs_status_t status);
 };
 
 class Worker {
@@ -76,6 +86,9 @@ class Worker {
   void holding(HoldsBytes* link) { holding_.push_back(link); }
   void not_holding(HoldsBytes* link) { std::erase(holding_, link); }
 
+  /// A place for a new endpoint's failure, kept until the worker goes; with the worker held.
+  EndpointFailure* endpoint_failure() { return &endpoint_failures_.emplace_back(); }
+
   ucp_worker_h get() const { return worker_; }
   ucp_context_h context() const { return context_; }
   /// The worker's address: what peers create endpoints to (binary, published in bootstrap).
@@ -103,6 +116,7 @@ class Worker {
   int stop_fd_ = -1;    // an eventfd that stops the thread
   std::atomic<uint64_t> driven_{0};  // how many times calls progressed the worker
   std::vector<HoldsBytes*> holding_;  // with the worker held
+  std::deque<EndpointFailure> endpoint_failures_;  // with the worker held; never moved
   std::thread thread_;
   std::string address_;
   UcxInfo info_;
