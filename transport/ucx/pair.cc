@@ -1,8 +1,8 @@
 #include "transport/ucx/pair.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "src/base/copy.hpp"
@@ -138,17 +138,7 @@ void UcxPair::receive_unread() {
       if (message == nullptr) return;
       len = info.length;
     }
-    std::vector<std::byte> larger;  // none of weft's, which are up to kMaxMessage
-    std::byte* into = inbox_.get();
-    if (len > kMaxMessage) larger.resize(len), into = larger.data();
-    ucp_request_param_t param{};
-    void* r = ucp_tag_msg_recv_nbx(worker_->get(), into, len, message, &param);
-    if (!UCS_PTR_IS_PTR(r)) continue;
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && !deadline.expired()) {
-      worker_->progress_once();
-    }
-    if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_->get(), r);
-    ucp_request_free(r);
+    worker_->drop(message, inbox_.get(), std::min(len, kMaxMessage), deadline);
   }
 }
 

@@ -134,16 +134,19 @@ void Worker::drop_unread() {
     if (ucp_tag_probe_nb(worker_, 0, 0, 0, &info) == nullptr || info.length > kDropUpTo) return;
     ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
     std::array<std::byte, kDropUpTo> scratch;
-    ucp_request_param_t param{};
-    void* r = ucp_tag_msg_recv_nbx(worker_, scratch.data(), info.length, message, &param);
-    if (!UCS_PTR_IS_PTR(r)) continue;
-    const Deadline deadline = Deadline::after(absl::Milliseconds(100));
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && !deadline.expired()) {
-      ucp_worker_progress(worker_);
-    }
-    if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
-    ucp_request_free(r);
+    drop(message, scratch.data(), info.length, Deadline::after(absl::Milliseconds(100)));
   }
+}
+
+void Worker::drop(ucp_tag_message_h message, std::byte* into, size_t len, Deadline deadline) {
+  ucp_request_param_t param{};
+  void* r = ucp_tag_msg_recv_nbx(worker_, into, len, message, &param);
+  if (!UCS_PTR_IS_PTR(r)) return;
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && !deadline.expired()) {
+    ucp_worker_progress(worker_);
+  }
+  if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
+  ucp_request_free(r);
 }
 
 void Worker::note_driven() {

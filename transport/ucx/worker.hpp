@@ -99,6 +99,9 @@ class Worker {
   /// One round of UCX's progress from a call; returns whether anything happened.
   bool progress_once();
   const UcxInfo& info() const { return info_; }
+  /// Receives a probed `message` into `into` (up to `len` bytes: a longer one is cut short)
+  /// and forgets it; a rendezvous not done by `deadline` is cancelled.
+  void drop(ucp_tag_message_h message, std::byte* into, size_t len, Deadline deadline);
 
  private:
   Worker() = default;
