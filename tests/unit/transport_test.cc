@@ -21,6 +21,7 @@
 #include "transport/tcp/pair.hpp"
 #ifdef WEFT_HAVE_UCX
 #include "transport/ucx/context.hpp"
+#include "transport/ucx/pair.hpp"
 #endif
 #include "tests/unit/stopwatch.hpp"
 
@@ -487,6 +488,34 @@ MakeTransport ucx_over(const char* tls) {
     auto t = ucx::make_transport(forced);
     return t;
   };
+}
+
+// A ring's links and a chain broadcast's carry bytes one way, and the lower rank of such a
+// link never receives on it. It reads its peer's hello from its sends instead, and so writes
+// its small messages into the peer's mailbox, as the higher rank does, rather than each by tag.
+TEST(UcxLinkTest, SideThatOnlySendsWritesIntoThePeersMailbox) {
+  Ranks r = make_ranks(TransportCase{"ucx_shm", "ucx", ucx_over("shm"), false}, 2);
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  auto* lower = dynamic_cast<ucx::UcxPair*>(a.get());
+  auto* higher = dynamic_cast<ucx::UcxPair*>(b.get());
+  ASSERT_NE(lower, nullptr);
+  ASSERT_NE(higher, nullptr);
+  // The higher rank read the lower's hello when it opened the link.
+  if (!higher->writes_packets()) GTEST_SKIP() << "UCX maps no shared memory between these ranks";
+  EXPECT_FALSE(lower->writes_packets()) << "the lower rank has received nothing yet";
+  const auto msg = make_message(5, 200);
+  for (int i = 0; i < 50; ++i) {
+    std::vector<std::byte> got(msg.size());
+    const size_t arrived = pump(
+        msg.size(), [&](size_t out) { return a->send_some(msg.data() + out, msg.size() - out); },
+        [&](size_t in) { return b->recv_into(got.data() + in, got.size() - in); });
+    ASSERT_EQ(arrived, msg.size());
+    ASSERT_TRUE(got == msg) << "message " << i;
+  }
+  EXPECT_TRUE(lower->writes_packets())
+      << "the side that only sends never read its peer's hello, and sent every message by tag";
 }
 #endif
 

@@ -259,6 +259,16 @@ absl::StatusOr<std::optional<size_t>> UcxPair::next_message() {
   }
 }
 
+absl::Status UcxPair::hear_hello() {
+  // Without a mailbox the hello says nothing a send needs, and the first receive reads it; a
+  // failed link's send reports its failure.
+  if (mailbox_ == nullptr || !failed_.ok()) return absl::OkStatus();
+  // Called only until the hello has come: the higher rank sent it when it opened the link.
+  worker_->progress();
+  auto next = next_message();  // a message after the hello is left probed for the receive
+  return next.ok() ? absl::OkStatus() : next.status();
+}
+
 absl::Status UcxPair::read_hello() {
   Hello hello{};
   if (probed_len_ < sizeof hello || probed_len_ > kMostHello) {

@@ -34,7 +34,8 @@
 // it (address.hpp), for check_peer, which finds it however much of the stream is unread.
 //
 // Mailboxes. Between processes of one host, once a side has read the other's hello (which
-// carries its mailbox's card), its messages up to Mailbox::kPacketsUpTo, copied sends and
+// carries its mailbox's card: the higher rank reads it when it opens the link, the lower with
+// its first receive or, on a link it only sends on, its first send), its messages up to Mailbox::kPacketsUpTo, copied sends and
 // offers alike, are written straight from the caller's bytes into the peer's mailbox, where
 // the peer finds them by polling its own memory (mailbox.hpp) and hands them over from there
 // when the caller wants all of one. Every message's tag carries its stream offset
@@ -93,6 +94,9 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::Status check_peer() override;
   PairStats stats() const override;
   bool tend() override;
+  /// Whether this side writes its small messages into the peer's mailbox (one host, the
+  /// peer's hello read) rather than sending them by tag.
+  bool writes_packets() const { return packets_out_; }
 
   static constexpr size_t kMaxMessage = size_t{4} << 20;  ///< and the receive buffer's size
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
@@ -156,6 +160,10 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::StatusOr<bool> take_packet(const Mailbox::Packet& p, size_t room, HandOver hand_over,
                                    size_t* got);
   absl::Status read_hello();  // the probed message, the peer's hello
+  // A side that only sends on this link never receives, so it reads the peer's hello from its
+  // sends (each public one asks first), as soon as it has come: else every message went by tag.
+  absl::Status hear_hello_if_pending() { return hello_pending_ ? hear_hello() : absl::OkStatus(); }
+  absl::Status hear_hello();
   // Receives and drops this link's messages still queued, before its endpoint closes: UCX
   // answers a rendezvous through the endpoint, and one received after it closed (the
   // worker's drop_unread) failed UCX's check that the endpoint is the worker's.

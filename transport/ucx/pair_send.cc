@@ -130,6 +130,7 @@ bool UcxPair::send_packet_now(const Gather& from, size_t len) {
 
 absl::StatusOr<size_t> UcxPair::send_some(const std::byte* data, size_t len) {
   Worker::Hold hold(*worker_);
+  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
   // A small call's state and data: straight into the peer's mailbox, as send_gathered's,
   // without stage()'s work for a ring and held bytes that are not there.
   if (len > 0 && pending_len_ == 0 && send_packet_now(Gather{data, len, nullptr}, len)) {
@@ -140,6 +141,7 @@ absl::StatusOr<size_t> UcxPair::send_some(const std::byte* data, size_t len) {
 
 absl::StatusOr<size_t> UcxPair::send_some_more(const std::byte* data, size_t len) {
   Worker::Hold hold(*worker_);
+  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
   auto n = stage(data, len, /*more=*/true);
   if (n.ok()) bytes_sent_.add(*n);
   return n;
@@ -148,6 +150,7 @@ absl::StatusOr<size_t> UcxPair::send_some_more(const std::byte* data, size_t len
 absl::StatusOr<size_t> UcxPair::send_gathered(const Gather& from, size_t len) {
   {
     Worker::Hold hold(*worker_);
+    if (auto s = hear_hello_if_pending(); !s.ok()) return s;
     // A packet goes from both places (a call check's state and the block riding with it)
     // straight into the peer's mailbox, not through one buffer on the stack first: a 2-rank
     // 512-byte allgather 2,509 -> 2,428 instructions a call.
@@ -164,6 +167,7 @@ absl::StatusOr<size_t> UcxPair::send_locked(const std::byte* data, size_t len) {
 
 absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
   Worker::Hold hold(*worker_);
+  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
   return offer_locked(data, len);
 }
 
