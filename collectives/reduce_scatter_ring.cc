@@ -92,7 +92,8 @@ absl::Status ring_reduce_scatter(const AlgoContext& ctx, const std::byte* in, st
                  : chunk_bytes(seg_bytes(sent_seg(out_step)), out_round) - out_done;
       absl::StatusOr<size_t> sent = size_t{0};
       if (out_step == 0) {
-        sent = (*next)->lend_some(seg_ptr(sent_seg(0)) + out_round * chunk + out_done, want);
+        sent = (*next)->lend_to_reduce(seg_ptr(sent_seg(0)) + out_round * chunk + out_done,
+                                       want);
       } else if (relay_read < relay_written) {
         const size_t at = relay_read % relay.capacity;
         const size_t run = std::min<uint64_t>({relay_written - relay_read, relay.capacity - at, want});

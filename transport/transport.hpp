@@ -150,6 +150,12 @@ class Pair {
   virtual absl::StatusOr<size_t> lend_some(const std::byte* data, size_t len) {
     return offer_some(data, len);
   }
+  /// As lend_some, for bytes the peer reduces into its own as they land (a reduce-scatter's
+  /// first step): a transport that moves a large send as a few whole messages may cut these
+  /// finer, so that the peer reduces each piece while it is still in its cache (ucx).
+  virtual absl::StatusOr<size_t> lend_to_reduce(const std::byte* data, size_t len) {
+    return lend_some(data, len);
+  }
   /// The call's last receive is done: a transport that acknowledges what it received may do
   /// so now, so that the peer's call_ends finds its lent bytes acknowledged. The communicator
   /// calls it on every link a call used before it calls call_ends on any.

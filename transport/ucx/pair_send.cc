@@ -171,7 +171,14 @@ absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
   return offer_locked(data, len);
 }
 
-absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) {
+absl::StatusOr<size_t> UcxPair::lend_to_reduce(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
+  return offer_locked(data, len, kReducedMessageBytes);
+}
+
+absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len,
+                                             size_t message_bytes) {
   const auto done = [&](const std::byte* upto) { offer_done_ = upto; };
   if (offer_at_ == nullptr) {
     // A packet is a copy too, and the mailbox takes it at once.
@@ -181,18 +188,21 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len) 
     if (auto s = usable(); !s.ok()) return s;
     if (auto s = post_pending(); !s.ok()) return s;  // held bytes go first
     offer_at_ = offer_done_ = offer_posted_ = data;
+    offer_message_bytes_ = message_bytes;
   } else {
     if (data != offer_at_) return fail(offer_changed());
     worker_->progress();
     const ucs_status_t s = offered_.reap(done);
     if (s != UCS_OK) return failure("an offered send failed", s);
   }
-  // Keeps kOffersInFlight messages under way, so that the peer finds the next one posted as
-  // soon as it has read one. UCX moves each eagerly up to kEagerUpTo, by its zero-copy
-  // rendezvous above (pair.hpp).
+  // Keeps kOffersInFlight messages under way (kReducedInFlight smaller ones), so that the
+  // peer finds the next one posted as soon as it has read one. UCX moves each eagerly up to
+  // kEagerUpTo, by its zero-copy rendezvous above (pair.hpp).
+  const size_t in_flight =
+      offer_message_bytes_ == kMaxMessage ? kOffersInFlight : kReducedInFlight;
   const std::byte* const end = data + len;
-  while (!offered_.full() && offer_posted_ < end) {
-    size_t n = std::min(static_cast<size_t>(end - offer_posted_), kMaxMessage);
+  while (offered_.size() < in_flight && offer_posted_ < end) {
+    size_t n = std::min(static_cast<size_t>(end - offer_posted_), offer_message_bytes_);
     if (packets_out_) n = std::min<uint64_t>(n, mailbox_->window(sent_));
     if (n == 0) break;
     const uint64_t offset = sent_;

@@ -15,6 +15,7 @@ class RequestQueue {
  public:
   bool empty() const { return count_ == 0; }
   bool full() const { return count_ == N; }
+  size_t size() const { return count_; }
 
   /// Queues `request` (null: UCX finished it when posted). One finished with none before it
   /// is done at once: `done(mark)`.
