@@ -131,8 +131,9 @@ struct Outgoing {
 };
 
 /// How a progress loop drives its links: send_some and recv_some, or offer_some (the peer may
-/// read straight from the sender's buffer) with recv_into and recv_some taking turns.
-enum class Calls { kCopy, kOffer };
+/// read straight from the sender's buffer) or lend_to_reduce (the same, in a reduce-scatter's
+/// words: ucx cuts it into smaller messages) with recv_into and recv_some taking turns.
+enum class Calls { kCopy, kOffer, kLendToReduce };
 struct Incoming {
   Pair* pair;
   std::vector<std::byte>* out;  // sized to the expected message
@@ -157,13 +158,15 @@ inline absl::Status progress(std::vector<Outgoing> sends, std::vector<Incoming> 
       if (s.done == s.data->size()) continue;
       const std::byte* from = s.data->data() + s.done;
       const size_t len = pick(s.data->size() - s.done);
-      auto n = calls == Calls::kOffer ? s.pair->offer_some(from, len) : s.pair->send_some(from, len);
+      auto n = calls == Calls::kOffer          ? s.pair->offer_some(from, len)
+               : calls == Calls::kLendToReduce ? s.pair->lend_to_reduce(from, len)
+                                               : s.pair->send_some(from, len);
       if (!n.ok()) return n.status();
       s.done += *n, moved |= *n > 0, finished = false;
     }
     for (Incoming& r : recvs) {
       if (r.done == r.out->size()) continue;
-      if (calls == Calls::kOffer && (rng == nullptr || (*rng)() % 2 == 0)) {
+      if (calls != Calls::kCopy && (rng == nullptr || (*rng)() % 2 == 0)) {
         auto n = r.pair->recv_into(r.out->data() + r.done, pick(r.out->size() - r.done));
         if (!n.ok()) return n.status();
         r.done += *n;
@@ -203,6 +206,10 @@ inline double exchange(Pair& a, Pair& b, size_t a_bytes, size_t b_bytes, uint64_
     if (side == 0) return progress({{&a, &a_msg}}, {{&a, &at_a}}, random ? &rng : nullptr, calls);
     return progress({{&b, &b_msg}}, {{&b, &at_b}}, random ? &rng : nullptr, calls);
   });
+  if (calls == Calls::kLendToReduce) {  // lent bytes may be kept where they lie until then
+    a.call_received(), b.call_received();
+    a.call_ends(), b.call_ends();
+  }
   const double seconds = absl::ToDoubleSeconds(start.elapsed());
   EXPECT_TRUE(st[0].ok()) << st[0];
   EXPECT_TRUE(st[1].ok()) << st[1];
