@@ -35,12 +35,12 @@
 //
 // Mailboxes. Between processes of one host, once a side has read the other's hello (which
 // carries its mailbox's card: the higher rank reads it when it opens the link, the lower with
-// its first receive or, on a link it only sends on, its first send), its messages up to Mailbox::kPacketsUpTo, copied sends and
-// offers alike, are written straight from the caller's bytes into the peer's mailbox, where
-// the peer finds them by polling its own memory (mailbox.hpp) and hands them over from there
-// when the caller wants all of one. Every message's tag carries its stream offset
-// (address.hpp), so the receiver takes packets and tagged messages in the stream's order.
-// Between hosts every message goes by tag.
+// its first receive or, on a link it only sends on, its first send), its messages up to
+// Mailbox::kPacketsUpTo, copied sends and offers alike, are written straight from the caller's
+// bytes into the peer's mailbox, where the peer finds them by polling its own memory
+// (mailbox.hpp) and hands them over from there when the caller wants all of one. Every
+// message's tag carries its stream offset (address.hpp), so the receiver takes packets and
+// tagged messages in the stream's order. Between hosts every message goes by tag.
 //
 // Waits. A message once matched is finished within the path timeout, UCX progressing the
 // worker meanwhile (a message that has begun to arrive is as good as a copy under way);
