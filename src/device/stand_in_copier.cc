@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -154,19 +155,18 @@ class StandInCopier : public Copier {
     return p;
   }
 
+  // Unmaps `data`, and closes its memfd if it was ours.
   void release_shared(std::byte* data) override {
-    for (auto it = mapped_.begin(); it != mapped_.end(); ++it) {
-      if (it->first != data) continue;
+    const auto at_data = [data](const auto& entry) { return entry.first == data; };
+    if (auto it = std::find_if(mapped_.begin(), mapped_.end(), at_data); it != mapped_.end()) {
       munmap(it->first, it->second);
       mapped_.erase(it);
-      break;
     }
-    for (auto it = exported_.begin(); it != exported_.end(); ++it) {
-      if (it->first != data) continue;
+    if (auto it = std::find_if(exported_.begin(), exported_.end(), at_data);
+        it != exported_.end()) {
       forget_fd(it->second);
       close(it->second);
       exported_.erase(it);
-      break;
     }
   }
 
