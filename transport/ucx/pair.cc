@@ -260,9 +260,7 @@ absl::StatusOr<std::optional<size_t>> UcxPair::next_message() {
 }
 
 absl::Status UcxPair::hear_hello() {
-  // Without a mailbox the hello says nothing a send needs, and the first receive reads it; a
-  // failed link's send reports its failure.
-  if (mailbox_ == nullptr || !failed_.ok()) return absl::OkStatus();
+  if (!failed_.ok()) return absl::OkStatus();  // the send reports the link's failure
   // Called only until the hello has come: the higher rank sent it when it opened the link.
   worker_->progress();
   auto next = next_message();  // a message after the hello is left probed for the receive

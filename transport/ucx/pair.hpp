@@ -173,7 +173,11 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::Status read_hello();  // the probed message, the peer's hello
   // A side that only sends on this link never receives, so it reads the peer's hello from its
   // sends (each public one asks first), as soon as it has come: else every message went by tag.
-  absl::Status hear_hello_if_pending() { return hello_pending_ ? hear_hello() : absl::OkStatus(); }
+  // Without a mailbox (between hosts) the hello says nothing a send needs: the first receive
+  // reads it, and a send pays no call.
+  absl::Status hear_hello_if_pending() {
+    return hello_pending_ && mailbox_ != nullptr ? hear_hello() : absl::OkStatus();
+  }
   absl::Status hear_hello();
   // Receives and drops this link's messages still queued, before its endpoint closes: UCX
   // answers a rendezvous through the endpoint, and one received after it closed (the
