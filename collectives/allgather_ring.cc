@@ -5,7 +5,9 @@
 // step k+1. As in reduce-scatter, steps overlap: a received byte is forwarded as soon as it
 // has landed in the output, so a large message streams around the ring in one pass. What is
 // sent is final (this rank's own segment, or one that landed) and stays unchanged until the
-// call returns, so it is lent (Pair::lend_some).
+// call returns, so it is lent (Pair::lend_some); an allgather's own segment, which this call
+// has not written, as the caller's input (Pair::lend_input). Within an allreduce the own
+// segment was just reduced here, still in this core's cache, and is lent as any other.
 #include <cstring>
 
 #include "collectives/algorithm.hpp"
@@ -57,7 +59,9 @@ absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segmen
       const size_t total = seg_bytes(sent_seg(sk));
       const size_t ready = (sk == 0 || rk > sk - 1) ? total : landing.landed();
       if (sent < ready) {
-        auto n_sent = (*next)->lend_some(send_ptr(sent_seg(sk)) + sent, ready - sent);
+        const std::byte* from = send_ptr(sent_seg(sk)) + sent;
+        auto n_sent = sk == 0 && own != nullptr ? (*next)->lend_input(from, ready - sent)
+                                                : (*next)->lend_some(from, ready - sent);
         if (!n_sent.ok()) return n_sent.status();
         sent += *n_sent;
         moved |= *n_sent > 0;

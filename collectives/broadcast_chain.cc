@@ -3,8 +3,8 @@
 // the root. One pass over each link; the latency of the chain is N-1 link hops for the first
 // byte, after which all links carry data at once. Bytes are only copied on the way and stay
 // unchanged, so they are lent (lend_some): links may let the next rank read them straight from
-// our buffer. The root sends from its send buffer and fills its own receive buffer while the
-// links wait, off the critical path.
+// our buffer. The root lends its send buffer as the caller's input (lend_input), and fills its
+// own receive buffer while the links wait, off the critical path.
 #include <cstring>
 
 #include "collectives/algorithm.hpp"
@@ -55,7 +55,8 @@ absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args)
     }
     const size_t ready = is_root ? bytes : landing.landed();
     if (sent < std::min(ready, to_send)) {
-      auto n_sent = next->lend_some(source + sent, ready - sent);
+      auto n_sent = is_root ? next->lend_input(source + sent, ready - sent)
+                            : next->lend_some(source + sent, ready - sent);
       if (!n_sent.ok()) return n_sent.status();
       sent += *n_sent;
       moved |= *n_sent > 0;

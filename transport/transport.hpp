@@ -150,6 +150,13 @@ class Pair {
   virtual absl::StatusOr<size_t> lend_some(const std::byte* data, size_t len) {
     return offer_some(data, len);
   }
+  /// As lend_some, for the caller's input, which the call has not written (an allgather's own
+  /// block, a broadcast's at its root): it is no likelier in this core's cache than in the
+  /// peer's, so a transport that can let the peer read it in one copy instead of copying it
+  /// twice through shared memory should (ucx between processes of one host).
+  virtual absl::StatusOr<size_t> lend_input(const std::byte* data, size_t len) {
+    return lend_some(data, len);
+  }
   /// As lend_some, for bytes the peer reduces into its own as they land (a reduce-scatter's
   /// first step): a transport that moves a large send as a few whole messages may cut these
   /// finer, so that the peer reduces each piece while it is still in its cache (ucx).

@@ -131,9 +131,10 @@ struct Outgoing {
 };
 
 /// How a progress loop drives its links: send_some and recv_some, or offer_some (the peer may
-/// read straight from the sender's buffer) or lend_to_reduce (the same, in a reduce-scatter's
+/// read straight from the sender's buffer), lend_input (the same, for the caller's input: ucx
+/// lets the peer read it in one copy) or lend_to_reduce (the same, in a reduce-scatter's
 /// words: ucx cuts it into smaller messages) with recv_into and recv_some taking turns.
-enum class Calls { kCopy, kOffer, kLendToReduce };
+enum class Calls { kCopy, kOffer, kLendInput, kLendToReduce };
 struct Incoming {
   Pair* pair;
   std::vector<std::byte>* out;  // sized to the expected message
@@ -159,6 +160,7 @@ inline absl::Status progress(std::vector<Outgoing> sends, std::vector<Incoming> 
       const std::byte* from = s.data->data() + s.done;
       const size_t len = pick(s.data->size() - s.done);
       auto n = calls == Calls::kOffer          ? s.pair->offer_some(from, len)
+               : calls == Calls::kLendInput    ? s.pair->lend_input(from, len)
                : calls == Calls::kLendToReduce ? s.pair->lend_to_reduce(from, len)
                                                : s.pair->send_some(from, len);
       if (!n.ok()) return n.status();
@@ -206,7 +208,8 @@ inline double exchange(Pair& a, Pair& b, size_t a_bytes, size_t b_bytes, uint64_
     if (side == 0) return progress({{&a, &a_msg}}, {{&a, &at_a}}, random ? &rng : nullptr, calls);
     return progress({{&b, &b_msg}}, {{&b, &at_b}}, random ? &rng : nullptr, calls);
   });
-  if (calls == Calls::kLendToReduce) {  // lent bytes may be kept where they lie until then
+  // Lent bytes may be kept where they lie until then.
+  if (calls == Calls::kLendInput || calls == Calls::kLendToReduce) {
     a.call_received(), b.call_received();
     a.call_ends(), b.call_ends();
   }

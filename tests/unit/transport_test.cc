@@ -134,7 +134,7 @@ TEST_P(TransportTest, RandomSlicesAndReceiveLimits) {
 
 // offer_some lets shm's receiver copy straight from the sender's buffer; whichever receive
 // call takes the bytes (recv_into at any alignment, or recv_some), they arrive intact. So do
-// bytes lent to be reduced (lend_to_reduce).
+// the caller's input lent (lend_input) and bytes lent to be reduced (lend_to_reduce).
 TEST_P(TransportTest, OffersArriveWhicheverWayTheyAreReceived) {
   const uint64_t seed = random_seed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
@@ -146,9 +146,13 @@ TEST_P(TransportTest, OffersArriveWhicheverWayTheyAreReceived) {
   exchange(*a_, *b_, (8 << 20) + 3, (5 << 20) + 1, seed + 1, /*random=*/false, Calls::kOffer);
   for (int i = 0; i < 12; ++i) {
     const size_t a_bytes = rng() % (3 << 20), b_bytes = rng() % (1 << 20);
-    exchange(*a_, *b_, a_bytes, b_bytes, seed + 2 * i + 2, /*random=*/true,
-             i % 3 == 2 ? Calls::kLendToReduce : Calls::kOffer);
+    constexpr Calls kEach[] = {Calls::kOffer, Calls::kLendInput, Calls::kLendToReduce};
+    exchange(*a_, *b_, a_bytes, b_bytes, seed + 2 * i + 2, /*random=*/true, kEach[i % 3]);
   }
+  // The caller's input: over ucx on one host, from 64 KiB the peer reads it by rendezvous,
+  // where offers up to 256 KiB are packets in its mailbox.
+  exchange(*a_, *b_, (128 << 10) + 3, (64 << 10), seed + 28, /*random=*/false, Calls::kLendInput);
+  exchange(*a_, *b_, (5 << 20) + 1, (256 << 10), seed + 29, /*random=*/false, Calls::kLendInput);
   // Lent to be reduced: over ucx, many smaller messages under way at once.
   exchange(*a_, *b_, (9 << 20) + 5, (3 << 20) + 1, seed + 30, /*random=*/false,
            Calls::kLendToReduce);

@@ -21,7 +21,13 @@
 // where it wins below 256 KiB. Where the mailbox's large packets are written slowly (the
 // peer's core far from this one, transport/bulk_pace.hpp), offers from 64 KiB go neither
 // as packets nor eagerly but by rendezvous, read in one copy; copied sends stay packets
-// (by rendezvous too, a 64 KiB allreduce took 48 us there instead of 33). An offer
+// (by rendezvous too, a 64 KiB allreduce took 48 us there instead of 33). So does the
+// caller's input (lend_input) from that size wherever it is lent on one host: bytes this
+// call has not written are no likelier in this core's cache than in the peer's, and the
+// two copies of a packet cost twice the one read (a 2-rank 512 KiB allgather in place
+// 29-32 us as packets, 16-17 by rendezvous; Open MPI 14-16). Bytes the call has just
+// written, reduced or forwarded, stay packets: sent by rendezvous, a 512 KiB allreduce's
+// second half made it 91-117 us instead of 72-78. An offer
 // larger than kMaxMessage leaves as several messages, up to kOffersInFlight of them under
 // way at once, so that the peer finds the next one posted as soon as it has read one.
 //
@@ -89,6 +95,7 @@ class UcxPair : public Pair, private HoldsBytes {
   absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> send_gathered(const Gather& from, size_t len) override;
   absl::StatusOr<size_t> offer_some(const std::byte* data, size_t len) override;
+  absl::StatusOr<size_t> lend_input(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> lend_to_reduce(const std::byte* data, size_t len) override;
   absl::StatusOr<size_t> recv_some(size_t max, Sink sink) override;
   absl::StatusOr<size_t> recv_scatter(const Scatter& to, size_t max) override;
@@ -127,11 +134,20 @@ class UcxPair : public Pair, private HoldsBytes {
  private:
   UcxPair(std::shared_ptr<Worker> worker, const Options& options);
 
+  // What an offer's bytes are, which decides how they go.
+  enum class Lent {
+    kOffered,  // offer_some, lend_some: kMaxMessage messages, packets up to kPacketsUpTo
+    kInput,    // lend_input: on one host, from BulkPace::kTimedFrom, read by the peer in one copy
+    kReduced,  // lend_to_reduce: kReducedMessageBytes messages
+  };
+  // Whether `len` bytes of the caller's input go in one copy, by rendezvous (pair.hpp).
+  static bool input_in_one_copy(Lent lent, size_t len) {
+    return lent == Lent::kInput && len >= BulkPace::kTimedFrom;
+  }
+
   // The operations of the same names, with the worker held (Worker::Hold).
   absl::StatusOr<size_t> send_locked(const std::byte* data, size_t len);
-  // `message_bytes`: kMaxMessage, or kReducedMessageBytes for bytes the peer reduces.
-  absl::StatusOr<size_t> offer_locked(const std::byte* data, size_t len,
-                                      size_t message_bytes = kMaxMessage);
+  absl::StatusOr<size_t> offer_locked(const std::byte* data, size_t len, Lent lent);
   absl::Status check_peer_locked();
 
   // Sending.
@@ -207,7 +223,7 @@ class UcxPair : public Pair, private HoldsBytes {
   // buffer. Bytes [offer_at_, offer_done_) completed but are not yet handed back as taken,
   // [offer_done_, offer_posted_) are still under way. offer_at_ is null when no offer is.
   RequestQueue<const std::byte*, kReducedInFlight> offered_;
-  size_t offer_message_bytes_ = kMaxMessage;  // of the offer under way
+  Lent offer_lent_ = Lent::kOffered;  // of the offer under way
   const std::byte* offer_at_ = nullptr;
   const std::byte* offer_done_ = nullptr;
   const std::byte* offer_posted_ = nullptr;

@@ -41,7 +41,9 @@ bool UcxPair::packet_fits(size_t len, bool offered) {
 }
 
 bool UcxPair::offer_eagerly(size_t len) const {
-  return len <= kEagerUpTo && !(packets_out_ && mailbox_->pace().single_copy(len));
+  return len <= kEagerUpTo &&
+         !(packets_out_ &&
+           (mailbox_->pace().single_copy(len) || input_in_one_copy(offer_lent_, len)));
 }
 
 absl::StatusOr<size_t> UcxPair::stage(const std::byte* data, size_t len, bool more) {
@@ -168,27 +170,33 @@ absl::StatusOr<size_t> UcxPair::send_locked(const std::byte* data, size_t len) {
 absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
   Worker::Hold hold(*worker_);
   if (auto s = hear_hello_if_pending(); !s.ok()) return s;
-  return offer_locked(data, len);
+  return offer_locked(data, len, Lent::kOffered);
+}
+
+absl::StatusOr<size_t> UcxPair::lend_input(const std::byte* data, size_t len) {
+  Worker::Hold hold(*worker_);
+  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
+  return offer_locked(data, len, Lent::kInput);
 }
 
 absl::StatusOr<size_t> UcxPair::lend_to_reduce(const std::byte* data, size_t len) {
   Worker::Hold hold(*worker_);
   if (auto s = hear_hello_if_pending(); !s.ok()) return s;
-  return offer_locked(data, len, kReducedMessageBytes);
+  return offer_locked(data, len, Lent::kReduced);
 }
 
-absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len,
-                                             size_t message_bytes) {
+absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len, Lent lent) {
   const auto done = [&](const std::byte* upto) { offer_done_ = upto; };
   if (offer_at_ == nullptr) {
     // A packet is a copy too, and the mailbox takes it at once.
-    if (len < kOfferFrom || packet_fits(pending_len_ + len, /*offered=*/true)) {
+    if (len < kOfferFrom ||
+        (!input_in_one_copy(lent, len) && packet_fits(pending_len_ + len, /*offered=*/true))) {
       return send_locked(data, len);
     }
     if (auto s = usable(); !s.ok()) return s;
     if (auto s = post_pending(); !s.ok()) return s;  // held bytes go first
     offer_at_ = offer_done_ = offer_posted_ = data;
-    offer_message_bytes_ = message_bytes;
+    offer_lent_ = lent;
   } else {
     if (data != offer_at_) return fail(offer_changed());
     worker_->progress();
@@ -198,11 +206,12 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len,
   // Keeps kOffersInFlight messages under way (kReducedInFlight smaller ones), so that the
   // peer finds the next one posted as soon as it has read one. UCX moves each eagerly up to
   // kEagerUpTo, by its zero-copy rendezvous above (pair.hpp).
-  const size_t in_flight =
-      offer_message_bytes_ == kMaxMessage ? kOffersInFlight : kReducedInFlight;
+  const bool reduced = offer_lent_ == Lent::kReduced;
+  const size_t in_flight = reduced ? kReducedInFlight : kOffersInFlight;
+  const size_t message_bytes = reduced ? kReducedMessageBytes : kMaxMessage;
   const std::byte* const end = data + len;
   while (offered_.size() < in_flight && offer_posted_ < end) {
-    size_t n = std::min(static_cast<size_t>(end - offer_posted_), offer_message_bytes_);
+    size_t n = std::min(static_cast<size_t>(end - offer_posted_), message_bytes);
     if (packets_out_) n = std::min<uint64_t>(n, mailbox_->window(sent_));
     if (n == 0) break;
     const uint64_t offset = sent_;
