@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 
 #include "absl/strings/str_cat.h"
@@ -169,15 +170,19 @@ bool Worker::progress_once() {
 void Worker::serve() {
   pollfd fds[2] = {{wakeup_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   uint64_t seen = driven_.load(std::memory_order_relaxed);
+  int nap_ms = 1;
   for (;;) {
     // A call drove the worker since the last look, or holds it now: calls progress it
-    // themselves. Look again in a millisecond, unless stopped.
+    // themselves. Look again later, unless stopped: in a millisecond at first, less often
+    // the longer calls keep driving it (kLongestNapMs).
     const uint64_t driven = driven_.load(std::memory_order_relaxed);
     if (driven != seen || held_.exchange(true, std::memory_order_acquire)) {
       seen = driven;
-      if (poll(&fds[1], 1, 1) > 0) return;
+      if (poll(&fds[1], 1, nap_ms) > 0) return;
+      nap_ms = std::min(2 * nap_ms, kLongestNapMs);
       continue;
     }
+    nap_ms = 1;
     // Bytes a link held back for a send that never came leave now.
     while (!holding_.empty()) holding_.back()->send_held_bytes();  // each forgets itself
     bool progressed = false;
