@@ -121,9 +121,9 @@ class Pair {
   /// its data): a transport may hold them back a moment to put both on the wire together
   /// (tcp: in its ring, to leave in one frame with the next send's bytes; one packet instead
   /// of two, each of which costs the receiving host microseconds). Held bytes leave with the
-  /// next send, and without one soon after: ucx's worker thread sends them after a
-  /// millisecond, tcp with the link's next receive that finds nothing, or tend() (which a
-  /// waiting collective's Waiter calls on every link).
+  /// next send, and without one soon after: ucx's worker thread sends them once calls stop
+  /// driving the worker (1-32 ms), tcp with the link's next receive that finds nothing, or
+  /// tend() (which a waiting collective's Waiter and the link tender call on every link).
   virtual absl::StatusOr<size_t> send_some_more(const std::byte* data, size_t len) {
     return send_some(data, len);
   }

@@ -245,7 +245,9 @@ absl::Status UcxPair::offer_changed() {
 bool UcxPair::tend() {
   Worker::Hold hold(*worker_);
   if (!post_pending().ok()) return false;
-  worker_->progress();
+  // Not counted as a call driving the worker: the link tender tends between calls (a call's
+  // own sends and receives count).
+  worker_->progress_between_calls();
   if (!usable().ok() || !reclaim().ok()) return false;
   return !sends_.empty() || !offered_.empty();
 }
