@@ -22,7 +22,7 @@
 // peer's core far from this one, transport/bulk_pace.hpp), offers from 64 KiB go neither
 // as packets nor eagerly but by rendezvous, read in one copy; copied sends stay packets
 // (by rendezvous too, a 64 KiB allreduce took 48 us there instead of 33). So does the
-// caller's input (lend_input) from that size wherever it is lent on one host: bytes this
+// caller's input (lend_input) from that size once this side writes packets: bytes this
 // call has not written are no likelier in this core's cache than in the peer's, and the
 // two copies of a packet cost twice the one read (a 2-rank 512 KiB allgather in place
 // 29-32 us as packets, 16-17 by rendezvous; Open MPI 14-16). Bytes the call has just
@@ -105,6 +105,9 @@ class UcxPair : public Pair, private HoldsBytes {
   /// Whether this side writes its small messages into the peer's mailbox (one host, the
   /// peer's hello read) rather than sending them by tag.
   bool writes_packets() const { return packets_out_; }
+  /// Bytes of offers this side posted for UCX's rendezvous (no fast completion), which the
+  /// peer reads in one copy where UCX has one (CMA on one host).
+  uint64_t bytes_offered_by_rendezvous() const { return offered_by_rendezvous_; }
 
   static constexpr size_t kMaxMessage = size_t{4} << 20;  ///< and the receive buffer's size
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
@@ -224,6 +227,7 @@ class UcxPair : public Pair, private HoldsBytes {
   // [offer_done_, offer_posted_) are still under way. offer_at_ is null when no offer is.
   RequestQueue<const std::byte*, kReducedInFlight> offered_;
   Lent offer_lent_ = Lent::kOffered;  // of the offer under way
+  uint64_t offered_by_rendezvous_ = 0;
   const std::byte* offer_at_ = nullptr;
   const std::byte* offer_done_ = nullptr;
   const std::byte* offer_posted_ = nullptr;

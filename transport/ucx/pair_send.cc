@@ -217,7 +217,11 @@ absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len, 
     const uint64_t offset = sent_;
     sent_ += n;
     ucp_request_param_t param{};
-    if (offer_eagerly(n)) param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+    if (offer_eagerly(n)) {
+      param.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+    } else {
+      offered_by_rendezvous_ += n;
+    }
     void* r = ucp_tag_send_nbx(ep_, offer_posted_, n, o_.tag_out | (offset & kTagOffsetBits),
                                &param);
     if (UCS_PTR_IS_ERR(r)) return failure("posting an offered send", UCS_PTR_STATUS(r));
