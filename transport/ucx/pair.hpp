@@ -150,8 +150,9 @@ class UcxPair : public Pair, private HoldsBytes {
 
   // The operations of the same names, with the worker held (Worker::Hold).
   absl::StatusOr<size_t> send_locked(const std::byte* data, size_t len);
-  absl::StatusOr<size_t> offer_locked(const std::byte* data, size_t len, Lent lent);
   absl::Status check_peer_locked();
+  // offer_some, lend_input and lend_to_reduce: holds the worker and offers `lent` bytes.
+  absl::StatusOr<size_t> offer(const std::byte* data, size_t len, Lent lent);
 
   // Sending.
   // Copies into the ring and posts what is held with it as one message; with `more`, holds

@@ -168,24 +168,20 @@ absl::StatusOr<size_t> UcxPair::send_locked(const std::byte* data, size_t len) {
 }
 
 absl::StatusOr<size_t> UcxPair::offer_some(const std::byte* data, size_t len) {
-  Worker::Hold hold(*worker_);
-  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
-  return offer_locked(data, len, Lent::kOffered);
+  return offer(data, len, Lent::kOffered);
 }
 
 absl::StatusOr<size_t> UcxPair::lend_input(const std::byte* data, size_t len) {
-  Worker::Hold hold(*worker_);
-  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
-  return offer_locked(data, len, Lent::kInput);
+  return offer(data, len, Lent::kInput);
 }
 
 absl::StatusOr<size_t> UcxPair::lend_to_reduce(const std::byte* data, size_t len) {
-  Worker::Hold hold(*worker_);
-  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
-  return offer_locked(data, len, Lent::kReduced);
+  return offer(data, len, Lent::kReduced);
 }
 
-absl::StatusOr<size_t> UcxPair::offer_locked(const std::byte* data, size_t len, Lent lent) {
+absl::StatusOr<size_t> UcxPair::offer(const std::byte* data, size_t len, Lent lent) {
+  Worker::Hold hold(*worker_);
+  if (auto s = hear_hello_if_pending(); !s.ok()) return s;
   const auto done = [&](const std::byte* upto) { offer_done_ = upto; };
   if (offer_at_ == nullptr) {
     // A packet is a copy too, and the mailbox takes it at once.
