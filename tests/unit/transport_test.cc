@@ -486,6 +486,39 @@ TEST_P(TransportTest, PeerClosingIsSeenBySideThatOnlySends) {
   }
 }
 
+// The call check's partners trade states, and the first to hear the verdict fails and closes
+// its links at once. Its partner may not have read that rank's state yet: the wait must read
+// it, not fail with "the peer closed" (CI, stop 58: shm's check of a closed peer failed on
+// the closed direction the waiting rank no longer sent on, and two ranks of a 4-rank
+// mismatch reported a closed link instead of the verdict). Once all is read, it fails.
+TEST_P(TransportTest, BytesSentBeforeClosingAreReadBeforeTheCloseIsReported) {
+  ASSERT_NO_FATAL_FAILURE(link_two_ranks());
+  const std::vector<std::byte> a_state = make_message(3, 24), b_state = make_message(4, 24);
+  std::vector<std::byte> at_b(a_state.size());
+  // a sends its state; b sends its own, reads a's and closes before a looks.
+  ASSERT_TRUE(progress({{a_.get(), &a_state}}, {}, nullptr).ok());
+  const absl::Status b_done = progress({{b_.get(), &b_state}}, {{b_.get(), &at_b}}, nullptr);
+  ASSERT_TRUE(b_done.ok()) << b_done;
+  ASSERT_EQ(at_b, a_state);
+  b_.reset();
+  absl::SleepFor(absl::Milliseconds(50));  // long enough for the close to reach a
+  const absl::Status first_look = a_->check_peer();
+  EXPECT_TRUE(first_look.ok()) << "a failed with b's state unread: " << first_look;
+  std::vector<std::byte> at_a;
+  absl::Status seen;
+  const Deadline deadline = Deadline::after(absl::Seconds(5));
+  for (int i = 0; i < 100000 && seen.ok() && !deadline.expired(); ++i) {
+    auto n = a_->recv_some(4096, [&](const std::byte* p, size_t k) {
+      at_a.insert(at_a.end(), p, p + k);
+    });
+    seen = n.ok() ? a_->check_peer() : n.status();
+    if (seen.ok()) absl::SleepFor(absl::Microseconds(50));
+  }
+  EXPECT_EQ(at_a, b_state) << "a lost what b sent before closing";
+  EXPECT_FALSE(seen.ok()) << "a never noticed, once it had read all, that b closed the link";
+  std::printf("[ %s ] %s\n", GetParam().name, std::string(seen.message()).c_str());
+}
+
 #ifdef WEFT_HAVE_UCX
 /// ucx with UCX_TLS set to `tls` while its context reads UCX's settings: UCX over shared
 /// memory and CMA, or over tcp, on this one host.

@@ -111,9 +111,12 @@ PairStats ShmPair::stats() const {
 }
 
 absl::Status ShmPair::check_peer() {
-  if (((inbound_.header().state.load(std::memory_order_acquire) & RingHeader::kSenderClosed) &&
-       !inbound_.readable()) ||
-      (outbound_.header().state.load(std::memory_order_acquire) & RingHeader::kReceiverClosed)) {
+  // The peer closed, and nothing it wrote before is left to read. Its closed receiver is no
+  // reason on its own: a peer closes both rings at once, and one that closes on hearing what
+  // we sent may have written us its last bytes first (the call check's partners trade states,
+  // and the first to hear the verdict closes). A write it will never read fails in sent().
+  if ((inbound_.header().state.load(std::memory_order_acquire) & RingHeader::kSenderClosed) &&
+      !inbound_.readable()) {
     return peer_gone("the peer closed the link");
   }
   // A process killed by a signal never sets the flags; ask the kernel whether it still runs.
