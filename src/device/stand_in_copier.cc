@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/shared_mapping.hpp"
 #include "src/device/copier.hpp"
 #include "src/device/shared_fd.hpp"
 
@@ -30,7 +31,7 @@ class StandInCopier : public Copier {
     }
     changed_.notify_all();
     thread_.join();
-    for (const auto& [p, bytes] : mapped_) munmap(p, bytes);
+    for (const auto& [p, bytes] : mapped_) unmap_shared(p, bytes);
     for (const auto& mine : exported_) {
       forget_fd(mine.second);
       close(mine.second);
@@ -159,7 +160,7 @@ class StandInCopier : public Copier {
   void release_shared(std::byte* data) override {
     const auto at_data = [data](const auto& entry) { return entry.first == data; };
     if (auto it = std::find_if(mapped_.begin(), mapped_.end(), at_data); it != mapped_.end()) {
-      munmap(it->first, it->second);
+      unmap_shared(it->first, it->second);
       mapped_.erase(it);
     }
     if (auto it = std::find_if(exported_.begin(), exported_.end(), at_data);
@@ -213,7 +214,7 @@ class StandInCopier : public Copier {
     return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
   }
   absl::StatusOr<std::byte*> map(int fd, size_t bytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void* p = map_shared(fd, bytes, PROT_READ | PROT_WRITE, MAP_POPULATE);
     if (p == MAP_FAILED) return errno_error("mapping shared memory");
     mapped_.emplace_back(p, bytes);
     return static_cast<std::byte*>(p);

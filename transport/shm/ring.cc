@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/base/copy.hpp"
+#include "src/base/shared_mapping.hpp"
 
 namespace weft::transport::shm {
 namespace {
@@ -115,7 +116,7 @@ void Ring::release() {
   if (created_ && !(header_->state.load(std::memory_order_acquire) & RingHeader::kAttached)) {
     shm_unlink(name_.c_str());
   }
-  munmap(base_, mapped_bytes_);
+  unmap_shared(base_, mapped_bytes_);
   base_ = nullptr;
 }
 
@@ -150,7 +151,7 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
         "cannot reserve ", bytes, " bytes of /dev/shm for ", name, ": ", std::strerror(err),
         "; lower WEFT_SHM_RING_BYTES, or free /dev/shm (weft cleanup removes rings of dead jobs)"));
   }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* base = map_shared(fd, bytes, PROT_READ | PROT_WRITE, MAP_POPULATE);
   close(fd);
   if (base == MAP_FAILED) {
     shm_unlink(making.c_str());
@@ -171,7 +172,7 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
   // crashed job's leftover of the same name.
   if (rename(absl::StrCat(kShmDir, making).c_str(), absl::StrCat(kShmDir, name).c_str()) != 0) {
     const absl::Status error = errno_error("cannot publish shared memory", name);
-    munmap(base, bytes);
+    unmap_shared(base, bytes);
     shm_unlink(making.c_str());
     return error;
   }
@@ -192,8 +193,7 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
       // leftover it is about to replace (an undersized map would fault).
       if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) > kHeaderBytes) {
         const size_t bytes = static_cast<size_t>(st.st_size);
-        void* base =
-            mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        void* base = map_shared(fd, bytes, PROT_READ | PROT_WRITE, MAP_POPULATE);
         close(fd);
         if (base == MAP_FAILED) return errno_error("cannot map shared memory", name);
         Ring ring(name, base, bytes);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "src/base/shared_mapping.hpp"
 #include "transport/shm/pair.hpp"
 #include "transport/shm/ring.hpp"
 
@@ -38,7 +39,7 @@ SharedSegment inspect(const std::string& name, int abandoned_after) {
   // version's header without its ready bit); another version's header is not ours to judge.
   bool half_made = stat_ok && s.bytes < static_cast<long long>(sizeof(RingHeader));
   if (s.bytes >= static_cast<long long>(sizeof(RingHeader))) {
-    void* p = mmap(nullptr, sizeof(RingHeader), PROT_READ, MAP_SHARED, fd, 0);
+    void* p = map_shared(fd, sizeof(RingHeader), PROT_READ);
     if (p != MAP_FAILED) {
       const auto* h = static_cast<const RingHeader*>(p);
       const bool ready = h->state.load(std::memory_order_acquire) & RingHeader::kReady;
@@ -51,7 +52,7 @@ SharedSegment inspect(const std::string& name, int abandoned_after) {
         s.creator_pid = h->creator_pid;
         s.state = process_alive(s.creator_pid) ? "live" : "stale";
       }
-      munmap(p, sizeof(RingHeader));
+      unmap_shared(p, sizeof(RingHeader));
     }
   }
   close(fd);
