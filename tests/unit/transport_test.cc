@@ -488,9 +488,10 @@ TEST_P(TransportTest, PeerClosingIsSeenBySideThatOnlySends) {
 
 // The call check's partners trade states, and the first to hear the verdict fails and closes
 // its links at once. Its partner may not have read that rank's state yet: the wait must read
-// it, not fail with "the peer closed" (CI, stop 58: shm's check of a closed peer failed on
-// the closed direction the waiting rank no longer sent on, and two ranks of a 4-rank
-// mismatch reported a closed link instead of the verdict). Once all is read, it fails.
+// it, not fail with "the peer closed" (seen in call_check_test under ThreadSanitizer: shm's
+// check of a closed peer failed on the direction the waiting rank no longer sent on, and two
+// ranks of a 4-rank mismatch reported a closed link instead of the verdict). Once all is
+// read, it fails.
 TEST_P(TransportTest, BytesSentBeforeClosingAreReadBeforeTheCloseIsReported) {
   ASSERT_NO_FATAL_FAILURE(link_two_ranks());
   const std::vector<std::byte> a_state = make_message(3, 24), b_state = make_message(4, 24);

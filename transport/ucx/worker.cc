@@ -157,12 +157,10 @@ void Worker::note_driven() {
 
 void Worker::progress() {
   note_driven();
-  progress_bounded();
+  progress_between_calls();
 }
 
-void Worker::progress_between_calls() { progress_bounded(); }
-
-void Worker::progress_bounded() {
+void Worker::progress_between_calls() {
   // Bounded: a stream of arrivals must not keep one call here forever.
   for (int i = 0; i < 16 && ucp_worker_progress(worker_) != 0; ++i) {
   }

@@ -118,7 +118,6 @@ class Worker {
   // slower, the calls preempted a thousand times a second.
   static constexpr int kLongestNapMs = 16;
   void note_driven();
-  void progress_bounded();  // UCX's progress until it reports nothing more, 16 rounds at most
   // Receives and drops what nobody read, up to the first message larger than kDropUpTo,
   // before the worker goes: UCX warns of every message still queued then.
   void drop_unread();
