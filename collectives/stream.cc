@@ -83,8 +83,8 @@ void Landing::accept(const std::byte* data, size_t len) {
 }
 
 void IdleCopy::copy(size_t n) {
-  // A copy far larger than the caches is streamed: nobody reads it back soon.
-  if (bytes_ >= stream_copies_from()) {
+  // Nobody reads the copy during the call: beyond this core's L2 it is streamed.
+  if (bytes_ >= stream_unread_copies_from()) {
     stream_bytes(dst_ + done_, src_ + done_, n);
   } else {
     copy_bytes(dst_ + done_, src_ + done_, n);

@@ -46,4 +46,10 @@ void stream_bytes(void* dst, const void* src, size_t n);
 /// below 16 MiB. Below it the result is still in cache when a peer reads it back.
 size_t stream_copies_from();
 
+/// The same for a copy that no peer reads back at once (IdleCopy: a rank's own block placed
+/// in its allgather output while the ring sends it from the input, the root's copy of a
+/// broadcast): this core's L2 (1 MiB where unknown). Beyond it the destination is not in
+/// this core's cache anyway, and streaming skips reading it in first.
+size_t stream_unread_copies_from();
+
 }  // namespace weft
