@@ -83,7 +83,7 @@ void Landing::accept(const std::byte* data, size_t len) {
 }
 
 void IdleCopy::copy(size_t n) {
-  // Nobody reads the copy during the call: beyond this core's L2 it is streamed.
+  // No peer reads the copy back at once (copy.hpp): beyond this core's L2 it is streamed.
   if (bytes_ >= stream_unread_copies_from()) {
     stream_bytes(dst_ + done_, src_ + done_, n);
   } else {
