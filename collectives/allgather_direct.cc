@@ -23,7 +23,8 @@ absl::Status allgather_direct(const AlgoContext& ctx, const CollectiveArgs& args
   const bool carried = block <= AgreementRound::kCarryBytes;
   IdleCopy place_own(args.recv + static_cast<size_t>(ctx.rank) * block, args.send, block);
   auto block_of = [&](int rank) { return args.recv + static_cast<size_t>(rank) * block; };
-  DirectExchange x;
+  if (ctx.direct == nullptr) return absl::InternalError("allgather (direct) run without its state");
+  DirectExchange& x = *ctx.direct;
   if (absl::Status s =
           x.start(ctx, args.deadline, args.send, carried ? block : 0, block_of, !carried);
       !s.ok()) {

@@ -23,7 +23,8 @@ absl::Status allreduce_direct(const AlgoContext& ctx, const CollectiveArgs& args
   const bool carried = bytes <= AgreementRound::kCarryBytes;
   std::byte mine[AgreementRound::kCarryBytes];  // our input, which the output may overwrite
   if (carried) copy_bytes(mine, args.send, bytes);
-  DirectExchange x;
+  if (ctx.direct == nullptr) return absl::InternalError("allreduce (direct) run without its state");
+  DirectExchange& x = *ctx.direct;
   if (absl::Status s = x.start(ctx, args.deadline, mine, carried ? bytes : 0,
                                [](int) -> std::byte* { return nullptr; }, /*more=*/false);
       !s.ok()) {

@@ -74,6 +74,8 @@ absl::Status DirectExchange::start(const AlgoContext& ctx, Deadline deadline,
     return absl::InternalError("direct exchange run without its call check or on too many ranks");
   }
   ctx.agreement->direct = true;
+  count_ = 0;  // the exchange is the communicator's, reused call after call
+  waiting_ = nullptr;
   more_ = more;
   const Schedule& ring = *ctx.schedule;
   const int p = ring.position_of(ctx.rank);
@@ -91,6 +93,8 @@ absl::Status DirectExchange::start(const AlgoContext& ctx, Deadline deadline,
     if (!pair.ok()) return pair.status();
     t.pair = *pair;
     AgreementRound& round = t.round.emplace(*ctx.agreement, n);
+    t.landing = Landing();
+    t.sent = 0;
     if (carried > 0) {
       round.expect_carried(carried, into(t.rank));
       round.carry_in_place(data, carried);

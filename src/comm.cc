@@ -142,6 +142,7 @@ absl::Status Comm::run_with(const Algorithm& chosen, uint8_t index, CollectiveAr
   ctx.links = this;
   ctx.relay = Relay{relay_.get(), relay_bytes_};
   ctx.stream_block = stream_block_.get();
+  ctx.direct = direct_.get();
   // Every call, even one with nothing to move, first agrees with the other ranks that they
   // make the same call: in band for the algorithms that move data in the check's pattern,
   // in rounds of its own before the others (collectives/call_check.hpp).

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/algorithm.hpp"
+#include "collectives/direct_exchange.hpp"
 #include "collectives/stream.hpp"
 #include "src/base/env.hpp"
 #include "src/base/job_secret.hpp"
@@ -227,6 +228,7 @@ class Comm : public LinkProvider, public LinkTending {
   // anything its thread uses.
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<std::byte[]> stream_block_;  // kStreamBlockBytes, for AlgoContext
+  std::unique_ptr<DirectExchange> direct_;      // for AlgoContext, its pages touched once
   mutable Mutex failure_mu_;
   absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);
   std::atomic<bool> failed_{false};   // failure_ is set: read on every call, without the lock

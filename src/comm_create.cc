@@ -219,6 +219,12 @@ absl::StatusOr<std::unique_ptr<Comm>> Comm::create(int rank, int size, uint64_t 
   std::memset(comm->relay_.get(), 0, comm->relay_bytes_);
   comm->stream_block_.reset(new std::byte[kStreamBlockBytes]);
   std::memset(comm->stream_block_.get(), 0, kStreamBlockBytes);
+  {
+    // Zeroed before it is built, so that no call faults its pages in.
+    void* raw = ::operator new(sizeof(DirectExchange));
+    std::memset(raw, 0, sizeof(DirectExchange));
+    comm->direct_.reset(new (raw) DirectExchange);
+  }
   return comm;
 }
 
