@@ -21,7 +21,8 @@ namespace weft {
 absl::Status allgather_direct(const AlgoContext& ctx, const CollectiveArgs& args) {
   const size_t block = args.count * args.elem_bytes();
   const bool carried = block <= AgreementRound::kCarryBytes;
-  IdleCopy place_own(args.recv + static_cast<size_t>(ctx.rank) * block, args.send, block);
+  IdleCopy place_own(args.recv + static_cast<size_t>(ctx.rank) * block, args.send, block,
+                     block * static_cast<size_t>(ctx.size));
   auto block_of = [&](int rank) { return args.recv + static_cast<size_t>(rank) * block; };
   if (ctx.direct == nullptr) return absl::InternalError("allgather (direct) run without its state");
   DirectExchange& x = *ctx.direct;

@@ -26,7 +26,8 @@ absl::Status allgather_recursive_doubling(const AlgoContext& ctx, const Collecti
   }
   const int n = ctx.size;  // a power of two: choose_algorithm refuses other counts
   const size_t block = args.count * args.elem_bytes();
-  IdleCopy place_own(args.recv + static_cast<size_t>(ctx.rank) * block, args.send, block);
+  IdleCopy place_own(args.recv + static_cast<size_t>(ctx.rank) * block, args.send, block,
+                     block * static_cast<size_t>(n));
   const Schedule& ring = *ctx.schedule;
   const int p = ring.position_of(ctx.rank);
   auto block_of = [&](int position) {

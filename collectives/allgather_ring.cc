@@ -26,7 +26,8 @@ absl::Status ring_allgather(const AlgoContext& ctx, std::byte* buf, const Segmen
   // nobody has just written (with single copy, it reads it from our process).
   IdleCopy place_own;
   if (own != nullptr) {
-    place_own = IdleCopy(buf + segs.offset(ctx.rank) * elem, own, segs.length(ctx.rank) * elem);
+    place_own = IdleCopy(buf + segs.offset(ctx.rank) * elem, own, segs.length(ctx.rank) * elem,
+                         segs.offset(n) * elem);
   }
   if (n == 1) {
     place_own.finish();

@@ -18,7 +18,7 @@ absl::Status broadcast_chain(const AlgoContext& ctx, const CollectiveArgs& args)
   const size_t bytes = args.count * args.elem_bytes();
   const bool is_root = ctx.rank == args.root;
   IdleCopy root_copy;
-  if (is_root) root_copy = IdleCopy(args.recv, args.send, bytes);
+  if (is_root) root_copy = IdleCopy(args.recv, args.send, bytes, bytes);
   const int n = ctx.size;
   if (n == 1) {
     root_copy.finish();

@@ -90,7 +90,7 @@ absl::Status broadcast_recursive_doubling(const AlgoContext& ctx, const Collecti
   const bool is_root = ctx.rank == args.root;
   // The root fills its own output while the links wait, and sends from its input.
   IdleCopy root_copy;
-  if (is_root) root_copy = IdleCopy(args.recv, args.send, bytes);
+  if (is_root) root_copy = IdleCopy(args.recv, args.send, bytes, bytes);
   const std::byte* source = is_root ? args.send : args.recv;
   const int n = ctx.size;
   if (n == 1) {

@@ -82,9 +82,14 @@ void Landing::accept(const std::byte* data, size_t len) {
   carry_len_ = len - whole;
 }
 
+IdleCopy::IdleCopy(std::byte* dst, const std::byte* src, size_t bytes, size_t output_bytes)
+    : dst_(dst),
+      src_(src),
+      bytes_(dst == src ? 0 : bytes),
+      stream_(output_bytes >= stream_output_copies_from()) {}
+
 void IdleCopy::copy(size_t n) {
-  // No peer reads the copy back at once (copy.hpp): beyond this core's L2 it is streamed.
-  if (bytes_ >= stream_unread_copies_from()) {
+  if (stream_) {
     stream_bytes(dst_ + done_, src_ + done_, n);
   } else {
     copy_bytes(dst_ + done_, src_ + done_, n);

@@ -87,9 +87,9 @@ class Landing {
 class IdleCopy {
  public:
   IdleCopy() = default;
-  /// Nothing to do when dst == src.
-  IdleCopy(std::byte* dst, const std::byte* src, size_t bytes)
-      : dst_(dst), src_(src), bytes_(dst == src ? 0 : bytes) {}
+  /// Nothing to do when dst == src. `output_bytes`: the call's whole output on this rank, of
+  /// which the copy is part; it decides whether the copy streams past the caches (copy.hpp).
+  IdleCopy(std::byte* dst, const std::byte* src, size_t bytes, size_t output_bytes);
 
   /// Copies the next piece, if any is left; returns whether it did.
   bool step();
@@ -102,6 +102,7 @@ class IdleCopy {
   const std::byte* src_ = nullptr;
   size_t bytes_ = 0;
   size_t done_ = 0;
+  bool stream_ = false;
 };
 
 /// Receives up to `landing.wanted()` bytes (at most `max`) from `pair` into `landing`.

@@ -105,16 +105,14 @@ size_t stream_copies_from() {
   return from;
 }
 
-size_t stream_unread_copies_from() {
-  // Measured on an Intel Xeon VM with a 2 MiB L2, two ranks each copying at once: at 1 MiB
-  // memcpy (its destination still in L2 from the last call) ran at 24-27 GB/s against
-  // 19-21 streamed, at 2-64 MiB at 6-14 GB/s against 14-19. A 2-rank allgather out of place
-  // of 4-128 MiB took 0-16% less time with its own block streamed (docs/PERFORMANCE.md).
-  static const size_t from = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
-  }();
-  return from;
+size_t stream_output_copies_from() {
+  // 48 MiB on an Intel Xeon VM with a 260 MiB L3 and 2 cores (docs/PERFORMANCE.md), 2-rank
+  // allgather and broadcast against Open MPI, an out-of-place block then an in-place one:
+  // with the copy streamed from 2 MiB, in-place calls of 4-32 MiB took 1.3-1.5x as long
+  // (their peer read the copy from memory) and out-of-place ones were level; from 64 MiB,
+  // streaming won out of place (allgather 1.14-1.17x Open MPI, against 0.98-1.02 with the
+  // copy cached) and in place was level.
+  return stream_copies_from() / 2;
 }
 
 void stream_bytes(void* dst, const void* src, size_t n) {

@@ -46,10 +46,11 @@ void stream_bytes(void* dst, const void* src, size_t n);
 /// below 16 MiB. Below it the result is still in cache when a peer reads it back.
 size_t stream_copies_from();
 
-/// The same for a copy that no peer reads back at once (IdleCopy: a rank's own block placed
-/// in its allgather output while the ring sends it from the input, the root's copy of a
-/// broadcast): this core's L2 (1 MiB where unknown). Beyond it the destination is not in
-/// this core's cache anyway, and streaming skips reading it in first.
-size_t stream_unread_copies_from();
+/// For a call's local copy into its output (IdleCopy: a rank's own block placed in its
+/// allgather output, a broadcast root's copy): the size of the whole output from which that
+/// copy is streamed, half of stream_copies_from(). No peer reads the copy during the call, but
+/// whoever reads the output next (the caller, or the peer of the next call in place) finds
+/// it in cache while the output fits beside the rest of the call's memory.
+size_t stream_output_copies_from();
 
 }  // namespace weft
