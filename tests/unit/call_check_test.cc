@@ -262,7 +262,7 @@ struct Mismatch {
 
 // Transport, mismatch, rank count: at 3 ranks the odd rank (2) is an "extra" of the
 // recursive-doubling rounds, which hands its state over and hears the verdict back; at 6 it
-// is rank 5, the extra of rank 1, while ranks 0 and 1 each have one.
+// is rank 5, the extra of rank 1, while ranks 0 and 1 each have one; at 2 it is rank 1.
 class CallCheckTest
     : public ::testing::TestWithParam<std::tuple<const char*, Mismatch, int>> {};
 
@@ -273,7 +273,7 @@ TEST_P(CallCheckTest, EveryRankFailsWithTheSameMessage) {
   ScopedEnv env("WEFT_TRANSPORT", transport);
   Comms comms = make_comms(ranks);
   ASSERT_EQ(comms.size(), static_cast<size_t>(ranks));
-  const int odd_rank = ranks == 6 ? 5 : 2;
+  const int odd_rank = ranks == 6 ? 5 : ranks == 2 ? 1 : 2;
   std::vector<absl::Status> first(ranks), second(ranks);
   std::vector<absl::Duration> took(ranks);
   std::vector<std::thread> threads;
@@ -465,6 +465,90 @@ INSTANTIATE_TEST_SUITE_P(
     Mismatches, CallCheckTest,
     ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::ValuesIn(kMismatches),
                        ::testing::Values(3, 4, 6)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_np" +
+             std::to_string(std::get<2>(info.param));
+    });
+
+// Two ranks: one round, over the one link, and every message of it ahead of the data. The
+// odd rank (1) against the same ring call made otherwise, against an algorithm that carries
+// the check in band or another that runs the rounds first, and with no data at all.
+constexpr size_t kRingCount = 40000;  // 160 KB a rank: past the small-message size
+
+// A rank's input, and room for the output of any call below.
+std::vector<float>& ring_in() {
+  static thread_local std::vector<float> v(kRingCount, 1.0f);
+  return v;
+}
+std::vector<float>& ring_out() {
+  static thread_local std::vector<float> v(2 * kRingCount, 1.0f);
+  return v;
+}
+
+const Mismatch kTwoRankMismatches[] = {
+    {"ring_allgather_count",
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       return c.allgather(ring_in().data(), ring_out().data(), odd ? kRingCount - 1 : kRingCount,
+                          DataType::kFloat32);
+     },
+     "allgather of 39999 float"},
+    {"ring_allgather_against_carried",  // the odd rank's block rides with its state
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       return c.allgather(ring_in().data(), ring_out().data(), odd ? 8 : kRingCount,
+                          DataType::kFloat32);
+     },
+     "allgather of 8 float"},
+    {"ring_allreduce_op",
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       AllreduceOptions o;
+       o.op = odd ? ReduceOp::kMax : ReduceOp::kSum;
+       o.algorithm = "ring";
+       return c.allreduce(ring_out().data(), ring_out().data(), 2 * kRingCount,
+                          DataType::kFloat32, o);
+     },
+     "float, max"},
+    {"ring_against_exchange",  // the same rounds first, another algorithm after them
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       AllreduceOptions o;
+       o.algorithm = odd ? "exchange" : "ring";
+       return c.allreduce(ring_out().data(), ring_out().data(), 2 * kRingCount,
+                          DataType::kFloat32, o);
+     },
+     "(exchange)"},
+    {"ring_reduce_scatter_count",
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       return c.reduce_scatter(ring_out().data(), ring_in().data(),
+                               odd ? kRingCount - 1 : kRingCount, DataType::kFloat32);
+     },
+     "reduce_scatter of 39999 float"},
+    {"ring_collective",
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       float* in = ring_in().data();
+       float* out = ring_out().data();
+       if (odd) return c.allgather(in, out, kRingCount, DataType::kFloat32);
+       return c.reduce_scatter(out, in, kRingCount, DataType::kFloat32);
+     },
+     "allgather of 40000 float"},
+    {"ring_order",  // the odd rank slips in a barrier before the allgather the other makes
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       if (odd) {
+         if (absl::Status s = c.barrier(); !s.ok()) return s;
+       }
+       return c.allgather(ring_in().data(), ring_out().data(), kRingCount, DataType::kFloat32);
+     },
+     "made call #1: barrier"},
+    {"ring_zero_count",  // no data to move: the rounds on their own, then nothing
+     [](Communicator& c, bool odd, std::vector<float>&) {
+       return c.allgather(ring_in().data(), ring_out().data(), odd ? 0 : kRingCount,
+                          DataType::kFloat32);
+     },
+     "allgather of 0 float"},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    TwoRankMismatches, CallCheckTest,
+    ::testing::Combine(::testing::Values("shm", "tcp", "ucx"),
+                       ::testing::ValuesIn(kTwoRankMismatches), ::testing::Values(2)),
     [](const auto& info) {
       return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_np" +
              std::to_string(std::get<2>(info.param));
