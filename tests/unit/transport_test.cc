@@ -488,7 +488,7 @@ TEST_P(TransportTest, PeerClosingIsSeenBySideThatOnlySends) {
 
 // The call check's partners trade states, and the first to hear the verdict fails and closes
 // its links at once. Its partner may not have read that rank's state yet: the wait must read
-// it, not fail with "the peer closed" (seen in call_check_test under ThreadSanitizer: shm's
+// it, not fail with "the peer closed" (seen in call_mismatch_test under ThreadSanitizer: shm's
 // check of a closed peer failed on the direction the waiting rank no longer sent on, and two
 // ranks of a 4-rank mismatch reported a closed link instead of the verdict). Once all is
 // read, it fails.
