@@ -242,14 +242,18 @@ const Mismatch kMismatches[] = {
      "of 0 float"},
 };
 
+// "tcp_count_np3": transport, mismatch, rank count.
+std::string case_name(
+    const ::testing::TestParamInfo<std::tuple<const char*, Mismatch, int>>& info) {
+  return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_np" +
+         std::to_string(std::get<2>(info.param));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Mismatches, CallCheckTest,
     ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::ValuesIn(kMismatches),
                        ::testing::Values(3, 4, 6)),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_np" +
-             std::to_string(std::get<2>(info.param));
-    });
+    case_name);
 
 // Two ranks: one round, over the one link, and every message of it ahead of the data. The
 // odd rank (1) against the same ring call made otherwise, against an algorithm that carries
@@ -330,10 +334,7 @@ INSTANTIATE_TEST_SUITE_P(
     TwoRankMismatches, CallCheckTest,
     ::testing::Combine(::testing::Values("shm", "tcp", "ucx"),
                        ::testing::ValuesIn(kTwoRankMismatches), ::testing::Values(2)),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_np" +
-             std::to_string(std::get<2>(info.param));
-    });
+    case_name);
 
 // Matching calls that differ only in what a collective ignores are not a mismatch.
 TEST(CallCheck, IgnoredArgumentsDoNotCount) {
