@@ -12,19 +12,33 @@
 #include <new>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "weft/weft.hpp"
+#include "src/base/mutex.hpp"
 #include "src/comm.hpp"
 #include "src/device/device.hpp"
 
 struct weftComm {
   uint64_t magic;  // kLiveMagic while the comm is usable; cleared by weftCommDestroy
   std::unique_ptr<weft::Communicator> comm;
-  std::string last_error;  // the message of the last call that failed on this comm
+  // The message of the last call that failed on this comm. Locked: weftCommGetAsyncError
+  // records one from any thread (a watchdog's) while the driving thread's calls record theirs.
+  weft::Mutex error_mu;
+  std::string last_error ABSL_GUARDED_BY(error_mu);
+
+  void record(std::string message) {
+    weft::MutexLock lock(&error_mu);
+    last_error = std::move(message);
+  }
+  std::string message() {
+    weft::MutexLock lock(&error_mu);
+    return last_error;
+  }
 };
 
 namespace {
@@ -40,11 +54,18 @@ static_assert(weftAvg == static_cast<int>(weft::ReduceOp::kAvg) &&
 
 // Failures of calls that have no communicator to record them in (init, a bad handle).
 thread_local std::string t_last_error;
+// What weftGetLastError last returned on this thread: a copy, so that another thread
+// recording a failure on the same comm cannot free the string under its reader.
+thread_local std::string t_read_error;
 
 weftResult_t to_result(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kOk: return weftSuccess;
     case absl::StatusCode::kInvalidArgument: return weftInvalidArgument;
+    case absl::StatusCode::kNotFound: return weftInvalidArgument;  // a WEFT_* name that names nothing
+    case absl::StatusCode::kResourceExhausted: return weftSystemError;
+    case absl::StatusCode::kPermissionDenied: return weftSystemError;
+    case absl::StatusCode::kDataLoss: return weftRemoteError;  // a peer's bytes out of step
     case absl::StatusCode::kDeadlineExceeded: return weftTimeout;
     case absl::StatusCode::kUnavailable: return weftRemoteError;
     case absl::StatusCode::kFailedPrecondition: return weftInvalidUsage;
@@ -56,8 +77,11 @@ weftResult_t to_result(absl::StatusCode code) {
 // Records `status` in the comm's slot (or this thread's when comm is null) and maps it.
 weftResult_t finish(weftComm* comm, const absl::Status& status) {
   if (status.ok()) return weftSuccess;
-  std::string& slot = comm != nullptr ? comm->last_error : t_last_error;
-  slot = std::string(status.message());
+  if (comm != nullptr) {
+    comm->record(std::string(status.message()));
+  } else {
+    t_last_error = std::string(status.message());
+  }
   return to_result(status.code());
 }
 
@@ -283,6 +307,7 @@ weftResult_t weftCommHealthPoll(weftComm_t comm, weftHealthChange_t* change, int
 
 weftResult_t weftCommShrink(weftComm_t comm, weftComm_t* newcomm, int* droppedRanks,
                             int* droppedCount) {
+  if (newcomm != nullptr) *newcomm = nullptr;  // on every failure, as the header promises
   if (!is_live(comm)) return bad_handle(comm, "weftCommShrink");
   if (droppedRanks != nullptr && droppedCount == nullptr) {
     return null_arg(comm, "weftCommShrink", "droppedCount (droppedRanks is not)");
@@ -290,7 +315,7 @@ weftResult_t weftCommShrink(weftComm_t comm, weftComm_t* newcomm, int* droppedRa
   std::vector<int> dropped;
   const weftResult_t r = init(newcomm, "weftCommShrink", [&] { return comm->comm->shrink(&dropped); });
   if (r != weftSuccess) {
-    comm->last_error = t_last_error;  // the failure belongs to `comm`, not only to this thread
+    comm->record(t_last_error);  // the failure belongs to `comm`, not only to this thread
     return r;
   }
   if (droppedRanks != nullptr) {
@@ -398,7 +423,8 @@ const char* weftGetErrorString(weftResult_t result) {
 }
 
 const char* weftGetLastError(weftComm_t comm) {
-  return is_live(comm) ? comm->last_error.c_str() : t_last_error.c_str();
+  t_read_error = is_live(comm) ? comm->message() : t_last_error;
+  return t_read_error.c_str();
 }
 
 }  // extern "C"

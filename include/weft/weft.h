@@ -73,18 +73,22 @@ typedef enum {
   weftSuccess = 0,
   /** A device (CUDA) call failed. Reserved: host-memory weft does not return it yet. */
   weftUnhandledError,
-  /** The system refused a resource (out of memory). */
+  /** The system refused a resource (out of memory, /dev/shm full) or access (a peer that
+   *  cannot prove the job secret, a socket of another user). */
   weftSystemError,
   /** A bug in weft, or a failure it has no better code for; the message says which. */
   weftInternalError,
   /** A bad argument on this rank: a null pointer, an unknown type or op, a root that is not
-   *  a rank, a count that overflows, a stream where no GPU can be used, a bad WEFT_* variable. */
+   *  a rank, a count that overflows, a stream where no GPU can be used, a bad WEFT_* variable
+   *  (one that names no network interface, too). */
   weftInvalidArgument,
   /** The communicator cannot be used: NULL, not initialised, destroyed, or failed earlier. */
   weftInvalidUsage,
-  /** A peer went away or a link failed. */
+  /** A peer went away, a link failed, or a peer's bytes arrived out of step or corrupted. */
   weftRemoteError,
-  /** The operation has not completed. Reserved: every weft call is synchronous today. */
+  /** The operation has not completed. Reserved: no weft call returns it (a call on a stream
+   *  that has not run yet returned weftSuccess; failures after that show through
+   *  weftCommGetAsyncError). */
   weftInProgress,
   /** A wait ran past WEFT_TIMEOUT: a peer stopped calling or a link stalled. */
   weftTimeout,
@@ -241,8 +245,8 @@ WEFT_API const char* weftGetErrorString(weftResult_t result);
 
 /** The message of the last call that failed on `comm` ("" if none has). With a NULL (or
  *  unrecognised) comm: the last failure on this thread of a call that had no communicator to
- *  record it in, such as weftCommInitRank or weftGetUniqueId. The string stays valid until
- *  the next failure recorded in the same place, or until the comm is destroyed. */
+ *  record it in, such as weftCommInitRank or weftGetUniqueId. Callable from any thread: the
+ *  string is this thread's copy and stays valid until its next weftGetLastError call. */
 WEFT_API const char* weftGetLastError(weftComm_t comm);
 
 #ifdef __cplusplus

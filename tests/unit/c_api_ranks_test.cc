@@ -1,10 +1,12 @@
 // The C API (weft/weft.h) on three ranks that are threads of this process: every collective
-// with exact results (small integers), abort, asynchronous errors and shrink, and a timeout.
+// with exact results (small integers), abort, asynchronous errors (polled from another thread
+// too) and shrink, and a timeout.
 // Loopback only; every wait is bounded by WEFT_TIMEOUT.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -145,8 +147,41 @@ TEST(CApi, AbortAsyncErrorAndShrink) {
   ASSERT_EQ(weftCommGetAsyncError(next[0], &async), weftSuccess);
   EXPECT_EQ(async, weftInvalidUsage);
   EXPECT_THAT(last_error(next[0]), HasSubstr("abort"));
+  next[1] = reinterpret_cast<weftComm_t>(0x1234);
   EXPECT_EQ(weftCommShrink(nullptr, &next[1], nullptr, nullptr), weftInvalidUsage);
+  EXPECT_EQ(next[1], nullptr);  // set on every failure, a refused handle's too
   for (weftComm_t c : {comms[0], comms[2], next[0], next[2]}) EXPECT_EQ(weftCommDestroy(c), weftSuccess);
+}
+
+// NCCL's watchdog pattern: another thread polls the comm's asynchronous error (and reads its
+// message) while the driving thread's calls fail and record theirs. ThreadSanitizer runs this
+// (scripts/test-sanitized); unlocked, the message's string was freed under its reader.
+TEST(CApi, AsyncErrorPolledFromAnotherThread) {
+  std::vector<weftComm_t> comms = init_comms(1);
+  ASSERT_EQ(comms.size(), 1u);
+  weftComm_t comm = comms[0];
+  ASSERT_EQ(weftCommAbort(comm), weftSuccess);
+  std::atomic<bool> stop{false};
+  std::atomic<int> polls{0};
+  std::thread watchdog([&] {
+    weftResult_t async = weftSuccess;
+    while (!stop.load()) {
+      EXPECT_EQ(weftCommGetAsyncError(comm, &async), weftSuccess);
+      EXPECT_EQ(async, weftInvalidUsage);
+      EXPECT_THAT(std::string(weftGetLastError(comm)), HasSubstr("abort"));
+      polls.fetch_add(1);
+    }
+  });
+  int32_t x = 1, y = 0;
+  const auto until = absl::Now() + absl::Seconds(20);
+  for (int i = 0; i < 20000 && absl::Now() < until; ++i) {
+    ASSERT_EQ(weftAllReduce(&x, &y, 1, weftInt32, weftSum, comm, nullptr), weftInvalidUsage);
+    EXPECT_THAT(std::string(weftGetLastError(comm)), HasSubstr("abort"));
+  }
+  stop.store(true);
+  watchdog.join();
+  EXPECT_GT(polls.load(), 0);
+  EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
 }
 
 TEST(CApi, TimeoutThenInvalidUsage) {
