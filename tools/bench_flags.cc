@@ -247,6 +247,13 @@ int parse_flags(int argc, char** argv, const Flag* flags, size_t nflags,
       return 2;
     }
   }
+  // Far above any machine's memory, and small enough that sizes times ranks cannot wrap.
+  constexpr size_t kMostBytes = size_t{1} << 40;
+  if (o.max_bytes > kMostBytes) {
+    std::fprintf(stderr, "weft %s: -e %zu is above 1 TiB, more than a rank can allocate; lower -e\n",
+                 o.command, o.max_bytes);
+    return 2;
+  }
   if (o.min_bytes > o.max_bytes) {
     std::fprintf(stderr, "weft %s: -b %zu is above -e %zu\n", o.command, o.min_bytes, o.max_bytes);
     return 2;

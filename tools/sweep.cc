@@ -1,5 +1,6 @@
 #include "tools/sweep.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -97,6 +98,10 @@ void Buffers::Free::operator()(std::byte* p) const { std::free(p); }
 
 absl::StatusOr<Buffers> Buffers::allocate(size_t bytes) {
   constexpr size_t kPage = 4096;
+  if (bytes > SIZE_MAX / 4) {  // the rounding below would wrap to a small buffer
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate two buffers of ", bytes,
+                                                     " bytes; lower -e"));
+  }
   const size_t rounded = (bytes + kPage - 1) / kPage * kPage + kPage;
   Buffers b;
   b.send_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));

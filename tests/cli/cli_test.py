@@ -286,6 +286,14 @@ def test_8f_bad_values_list_the_accepted(cli):
               f"weft {' '.join(args)} lists {names}", r)
 
 
+def test_8f_sizes_past_memory_are_refused(cli):
+    # 2^64-1 once wrapped the buffers' rounding to one page and the bench wrote past it.
+    for args in (["bench", "allreduce", "-b", "8", "-e", "18446744073709551615"],
+                 ["bench", "allgather", "-b", "2G", "-e", "2048G"]):
+        r = cli.solo(*args)
+        check(r.rc == 2 and "lower -e" in r.err, f"weft {' '.join(args)} is refused: lower -e", r)
+
+
 # Item 8g: messages suggest only flags the command has.
 
 def flags_in(text):
