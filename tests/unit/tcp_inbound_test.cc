@@ -82,6 +82,22 @@ TEST(TcpInbound, AFrameBeyondAGapWaitsWhileAnotherPathMayStillFillIt) {
 
 // What the peer's data frames carried reaches the sending half; the control socket
 // acknowledges only what no data frame of this end carried.
+// A checksummed frame is read whole and checked before its first byte is handed over. When
+// it is dropped half handed over (a resend request made it stale), the frame the sender
+// resumes with on the same path must be read and checked in its turn, not taken for the
+// dropped one (whose bytes would then be handed over a second time, at the wrong offset).
+TEST(TcpInbound, ACheckedFrameDroppedHalfHandedOverIsNotTakenForTheNext) {
+  TwoPaths t;
+  uint64_t at = 0;
+  t.p0.send(/*epoch=*/0, /*offset=*/0, 1000, /*next_path=*/0, 0, false, /*checksummed=*/true);
+  ASSERT_EQ(receive(t.in, at, 300), 300u);
+  t.in.lost(1, "test: path 1 fails");  // a resend request from byte 300: epoch 0 is stale
+  t.p0.send(/*epoch=*/1, /*offset=*/300, 700, /*next_path=*/0, 0, false, /*checksummed=*/true);
+  EXPECT_EQ(receive(t.in, at, 700), 700u);
+  EXPECT_TRUE(t.in.failed().ok()) << t.in.failed();
+  EXPECT_TRUE(t.p0.data->alive()) << t.p0.data->cause();
+}
+
 TEST(TcpInbound, AcknowledgementsRideOnDataFramesBothWays) {
   TestPath p0(0);
   LinkEvents events(1, 0, "test");

@@ -39,16 +39,18 @@ struct TestPath {
 
   /// A data frame of `len` bytes at `offset`, byte k of the stream being k % 251.
   void send(uint32_t epoch, uint64_t offset, uint32_t len, uint8_t next_path,
-            uint64_t ack = 0, bool lent = false) const {
+            uint64_t ack = 0, bool lent = false, bool checksummed = false) const {
     Frame f;
     f.type = Frame::kData;
     f.lent = lent;
+    f.checksummed = checksummed;
     f.epoch = epoch, f.offset = offset, f.length = len, f.next_path = next_path, f.ack = ack;
     std::vector<std::byte> wire(kFrameHeaderBytes + len);
-    encode_frame(f, wire.data());
     for (uint32_t k = 0; k < len; ++k) {
       wire[kFrameHeaderBytes + k] = std::byte{static_cast<uint8_t>((offset + k) % 251)};
     }
+    if (checksummed) f.payload_crc = crc32c(wire.data() + kFrameHeaderBytes, len);
+    encode_frame(f, wire.data());
     ASSERT_EQ(::write(data_peer, wire.data(), wire.size()), static_cast<ssize_t>(wire.size()));
   }
 

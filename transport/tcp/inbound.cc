@@ -104,7 +104,7 @@ bool Inbound::drop_payload(size_t i) {
     if (*n == 0) return false;
     h.used += static_cast<uint32_t>(*n);
   }
-  h.frame.reset();
+  h = Head{};
   return true;
 }
 
@@ -163,8 +163,8 @@ std::optional<size_t> Inbound::find_next() {
 }
 
 bool Inbound::verify(size_t i) {
-  if (checked_path_ == i) return true;
   Head& h = heads_[i];
+  if (h.verified) return true;
   const Frame& f = *h.frame;
   while (h.used < f.length) {
     auto n = paths_[i]->read(checked_.get() + h.used, f.length - h.used);
@@ -178,11 +178,11 @@ bool Inbound::verify(size_t i) {
   corrupt(checked_.get(), f.length);
   if (crc32c(checked_.get(), f.length) != f.payload_crc) {
     events_->checksum_mismatch(*paths_[i], f.offset, f.length);
-    h.frame.reset();
+    h = Head{};
     ask_resend();
     return false;
   }
-  checked_path_ = i;
+  h.verified = true;
   return true;
 }
 
@@ -190,8 +190,7 @@ void Inbound::frame_done(size_t i) {
   const Frame& f = *heads_[i].frame;
   min_epoch_ = std::max(min_epoch_, f.epoch);
   expected_ = f.next_path;
-  heads_[i].frame.reset();
-  if (checked_path_ == i) checked_path_.reset();
+  heads_[i] = Head{};
 }
 
 absl::StatusOr<size_t> Inbound::receive(size_t max, const Scatter* to, const Sink* sink) {
@@ -405,8 +404,7 @@ void Inbound::lost(size_t i, std::string cause) {
     events_->path_lost("receiving", path, next_);
   }
   if (i < 32) lost_mask_ |= 1U << i;
-  heads_[i].frame.reset();
-  if (checked_path_ == i) checked_path_.reset();
+  heads_[i] = Head{};
   const bool any = std::any_of(paths_.begin(), paths_.end(), [](Path* p) { return p->alive(); });
   if (!any) {
     if (failed_.ok() && !may_strand_) failed_ = events_->no_path_left("receiving", paths_);

@@ -62,6 +62,10 @@ class Inbound {
   struct Head {
     std::optional<Frame> frame;
     uint32_t used = 0;  ///< payload bytes of the frame read so far
+    /// Its payload lies whole in checked_ and matched its CRC. Kept with the frame, so that
+    /// a frame dropped or replaced on the path (a stale one, after a resend request) can never
+    /// pass the next one's bytes off as checked.
+    bool verified = false;
   };
 
   /// The path whose head frame holds the next byte, reading headers and dropping stale
@@ -98,8 +102,6 @@ class Inbound {
   std::vector<Head> heads_;
   std::unique_ptr<std::byte[]> staging_;  ///< kStagingBytes: sink reads and drops
   std::unique_ptr<std::byte[]> checked_;  ///< kChecksumFrameBytes: a frame being verified
-  std::optional<size_t> checked_path_;    ///< whose head frame checked_ holds (whole, good)
-  uint32_t checked_got_ = 0;
   uint64_t next_ = 0;          ///< the stream offset handed over next
   uint32_t min_epoch_ = 0;     ///< frames of earlier epochs are dropped
   uint32_t max_epoch_ = 0;     ///< the latest epoch any header named
