@@ -1,12 +1,18 @@
 // The sending half of a tcp link (transport/tcp/outbound.hpp), its frames read by hand: what
-// it puts in one frame, and what its headers say.
+// it puts in one frame, what its headers say, and a frame left half written on a rail that dies.
 #include "transport/tcp/outbound.hpp"
 
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -181,6 +187,60 @@ TEST(TcpOutbound, HeldBytesAcrossTheRingsEndAndAStripeBoundaryArriveWhole) {
       EXPECT_EQ(frames.back().first.offset, filler.size());
       EXPECT_EQ(frames.back().second.size(), state.size() + lent.size());
     }
+  }
+}
+
+// Runs `step` on a thread of its own and fails (ending the process: a spinning thread cannot
+// be joined) unless it returns within two seconds.
+void returns_in_time(const std::function<void()>& step) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    step();
+    done.store(true);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!done.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!done.load()) {
+    ADD_FAILURE() << "still writing to a dead socket after 2 s";
+    std::fprintf(stderr, "a link half spins on a dead path: ending the test process\n");
+    std::_Exit(1);
+  }
+  t.join();
+}
+
+// A frame half written when its rail stops carrying new frames is finished there (an orphan)
+// to keep that socket's stream in step. When the rail then dies, the orphan can never be
+// finished: it is dropped, and the link goes on without it, rather than writing to the dead
+// socket for ever. Two ways to get there: the peer exits (its control socket ends first,
+// then its data socket), and a detour onto an added path whose rail then times out.
+TEST(TcpOutbound, AFrameLeftHalfWrittenOnARailThatDiesIsDropped) {
+  {
+    SCOPED_TRACE("the peer exits");
+    Link link(2);
+    const auto data = bytes(512 << 10, 19);  // more than rail 0's socket takes at once
+    ASSERT_TRUE(link.out->send(data.data(), data.size(), 0).ok());
+    ::close(link.paths[0]->control_peer);
+    link.paths[0]->control_peer = -1;
+    (void)link.out->tend();  // reads the control stream's end: rail 0 carries no new frame
+    ::close(link.paths[0]->data_peer);
+    link.paths[0]->data_peer = -1;
+    returns_in_time([&] {
+      for (int i = 0; i < 3; ++i) (void)link.out->tend();
+    });
+  }
+  {
+    SCOPED_TRACE("a detour, then its rail times out");
+    Link link(2);
+    TestPath added(2);
+    link.out->add_path(added.data.get(), added.control.get(), "a test's relay");
+    const auto data = bytes(512 << 10, 23);
+    ASSERT_TRUE(link.out->send(data.data(), data.size(), 0).ok());
+    link.out->detour(true);  // the frame under way on a rail becomes an orphan
+    link.paths[0]->data->kill("test: rail 0 timed out");
+    returns_in_time([&] { (void)link.out->tend(); });
+    EXPECT_TRUE(link.out->failed().ok()) << link.out->failed();
   }
 }
 

@@ -145,6 +145,9 @@ void Outbound::lost(size_t i, std::string cause) {
   const bool was_alive = path.alive();
   path.kill(std::move(cause));
   if (was_alive) events_->path_lost("sending", path, wire_);
+  // A frame under way there can never be finished: dropped, or push() would write it to the
+  // dead socket for ever (an orphan lives on a path outside live_, which restarts nothing).
+  if (cur_.active && cur_.path == i) cur_.active = false;
   if (std::find(live_.begin(), live_.end(), i) == live_.end()) return;
   restart(acked_, absl::StrCat(path.name(), " failed"));
 }
