@@ -21,7 +21,11 @@
 #include "src/base/job_secret.hpp"
 #include "src/base/peer_info.hpp"
 #include "transport/transport.hpp"
+#include "tests/unit/scoped_env.hpp"
 #include "tests/unit/stopwatch.hpp"
+#ifdef WEFT_HAVE_UCX
+#include "transport/ucx/context.hpp"
+#endif
 
 namespace weft::transport {
 
@@ -225,5 +229,47 @@ inline size_t drain(Pair& p) {
   auto n = p.recv_some(1 << 20, [](const std::byte*, size_t) {});
   return n.ok() ? *n : 0;
 }
+
+/// Moves one message of `total` bytes: `send(out)` and `receive(in)` each move what they can
+/// without blocking and return how many bytes (`out` left and `in` arrived so far); until all
+/// have left and arrived, an error, or kTransferTimeout. Returns how many arrived.
+template <typename Send, typename Receive>
+size_t pump(size_t total, Send send, Receive receive) {
+  const Deadline deadline = Deadline::after(kTransferTimeout);
+  Backoff backoff;
+  size_t out = 0, in = 0;
+  while ((out < total || in < total) && !deadline.expired()) {
+    bool moved = false;
+    if (out < total) {
+      absl::StatusOr<size_t> n = send(out);
+      if (!n.ok()) {
+        ADD_FAILURE() << "send: " << n.status();
+        return in;
+      }
+      out += *n, moved |= *n > 0;
+    }
+    absl::StatusOr<size_t> n = receive(in);
+    if (!n.ok()) {
+      ADD_FAILURE() << "receive: " << n.status();
+      return in;
+    }
+    in += *n, moved |= *n > 0;
+    moved ? backoff.reset() : backoff.pause();
+  }
+  return in;
+}
+
+#ifdef WEFT_HAVE_UCX
+/// ucx with UCX_TLS set to `tls` while its context reads UCX's settings: UCX over shared
+/// memory and CMA, or over tcp, on this one host.
+inline MakeTransport ucx_over(const char* tls) {
+  return [tls](const TransportInit& init) {
+    const weft::testing::ScopedEnv env("UCX_TLS", tls);
+    TransportInit forced = init;
+    forced.forced = true;  // ranks of one host: ucx only because it is asked for
+    return ucx::make_transport(forced);
+  };
+}
+#endif
 
 }  // namespace weft::transport

@@ -14,15 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/unit/rail_namespace.hpp"
-#include "tests/unit/scoped_env.hpp"
 #include "tests/unit/transport_harness.hpp"
 #include "transport/shm/context.hpp"
 #include "transport/tcp/context.hpp"
 #include "transport/tcp/pair.hpp"
-#ifdef WEFT_HAVE_UCX
-#include "transport/ucx/context.hpp"
-#include "transport/ucx/pair.hpp"
-#endif
 #include "tests/unit/stopwatch.hpp"
 
 namespace weft::transport {
@@ -47,35 +42,6 @@ class TransportTest : public ::testing::TestWithParam<TransportCase> {
   Ranks ranks_;                                         // then the transports, after their links
   std::unique_ptr<Pair> a_, b_;
 };
-
-/// Moves one message of `total` bytes: `send(out)` and `receive(in)` each move what they can
-/// without blocking and return how many bytes (`out` left and `in` arrived so far); until all
-/// have left and arrived, an error, or kTransferTimeout. Returns how many arrived.
-template <typename Send, typename Receive>
-size_t pump(size_t total, Send send, Receive receive) {
-  const Deadline deadline = Deadline::after(kTransferTimeout);
-  Backoff backoff;
-  size_t out = 0, in = 0;
-  while ((out < total || in < total) && !deadline.expired()) {
-    bool moved = false;
-    if (out < total) {
-      absl::StatusOr<size_t> n = send(out);
-      if (!n.ok()) {
-        ADD_FAILURE() << "send: " << n.status();
-        return in;
-      }
-      out += *n, moved |= *n > 0;
-    }
-    absl::StatusOr<size_t> n = receive(in);
-    if (!n.ok()) {
-      ADD_FAILURE() << "receive: " << n.status();
-      return in;
-    }
-    in += *n, moved |= *n > 0;
-    moved ? backoff.reset() : backoff.pause();
-  }
-  return in;
-}
 
 /// tcp over the two rails of a RailNamespace: every link stripes over two sockets.
 absl::StatusOr<std::unique_ptr<Transport>> make_two_rail_tcp(const TransportInit& init) {
@@ -519,76 +485,6 @@ TEST_P(TransportTest, BytesSentBeforeClosingAreReadBeforeTheCloseIsReported) {
   EXPECT_FALSE(seen.ok()) << "a never noticed, once it had read all, that b closed the link";
   std::printf("[ %s ] %s\n", GetParam().name, std::string(seen.message()).c_str());
 }
-
-#ifdef WEFT_HAVE_UCX
-/// ucx with UCX_TLS set to `tls` while its context reads UCX's settings: UCX over shared
-/// memory and CMA, or over tcp, on this one host.
-MakeTransport ucx_over(const char* tls) {
-  return [tls](const TransportInit& init) {
-    const weft::testing::ScopedEnv env("UCX_TLS", tls);
-    TransportInit forced = init;
-    forced.forced = true;  // ranks of one host: ucx only because it is asked for
-    auto t = ucx::make_transport(forced);
-    return t;
-  };
-}
-
-// A ring's links and a chain broadcast's carry bytes one way, and the lower rank of such a
-// link never receives on it. It reads its peer's hello from its sends instead, and so writes
-// its small messages into the peer's mailbox, as the higher rank does, rather than each by tag.
-TEST(UcxLinkTest, SideThatOnlySendsWritesIntoThePeersMailbox) {
-  Ranks r = make_ranks(TransportCase{"ucx_shm", "ucx", ucx_over("shm"), false}, 2);
-  ASSERT_EQ(r.transports.size(), 2u);
-  std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
-  auto* lower = dynamic_cast<ucx::UcxPair*>(a.get());
-  auto* higher = dynamic_cast<ucx::UcxPair*>(b.get());
-  ASSERT_NE(lower, nullptr);
-  ASSERT_NE(higher, nullptr);
-  // The higher rank read the lower's hello when it opened the link.
-  if (!higher->writes_packets()) GTEST_SKIP() << "UCX maps no shared memory between these ranks";
-  EXPECT_FALSE(lower->writes_packets()) << "the lower rank has received nothing yet";
-  const auto msg = make_message(5, 200);
-  for (int i = 0; i < 50; ++i) {
-    std::vector<std::byte> got(msg.size());
-    const size_t arrived = pump(
-        msg.size(), [&](size_t out) { return a->send_some(msg.data() + out, msg.size() - out); },
-        [&](size_t in) { return b->recv_into(got.data() + in, got.size() - in); });
-    ASSERT_EQ(arrived, msg.size());
-    ASSERT_TRUE(got == msg) << "message " << i;
-  }
-  EXPECT_TRUE(lower->writes_packets())
-      << "the side that only sends never read its peer's hello, and sent every message by tag";
-}
-
-// On one host the caller's input (lend_input) goes by rendezvous from 64 KiB, read by the peer
-// in one copy; an offer of bytes just written (lend_some) goes as a packet up to 256 KiB, and
-// so does input below 64 KiB.
-TEST(UcxLinkTest, CallersInputFrom64KiBGoesByRendezvous) {
-  Ranks r = make_ranks(TransportCase{"ucx_shm", "ucx", ucx_over("shm"), false}, 2);
-  ASSERT_EQ(r.transports.size(), 2u);
-  std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
-  auto* sender = dynamic_cast<ucx::UcxPair*>(b.get());  // the higher rank: it has the hello
-  ASSERT_NE(sender, nullptr);
-  if (!sender->writes_packets()) GTEST_SKIP() << "UCX maps no shared memory between these ranks";
-  using Lend = absl::StatusOr<size_t> (Pair::*)(const std::byte*, size_t);
-  const auto move = [&](Lend lend, size_t bytes, uint64_t seed) {
-    const auto msg = make_message(seed, bytes);
-    std::vector<std::byte> got(bytes);
-    const size_t arrived = pump(
-        bytes, [&](size_t out) { return (b.get()->*lend)(msg.data() + out, bytes - out); },
-        [&](size_t in) { return a->recv_into(got.data() + in, got.size() - in); });
-    EXPECT_EQ(arrived, bytes);
-    EXPECT_TRUE(got == msg) << bytes << " bytes";
-  };
-  move(&Pair::lend_some, 128 << 10, 1);
-  move(&Pair::lend_input, 32 << 10, 2);
-  EXPECT_EQ(sender->bytes_offered_by_rendezvous(), 0u);
-  move(&Pair::lend_input, (128 << 10) + 3, 3);
-  EXPECT_EQ(sender->bytes_offered_by_rendezvous(), (128u << 10) + 3);
-}
-#endif
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          ::testing::Values(TransportCase{"shm", "shm", &shm::make_transport, false},
