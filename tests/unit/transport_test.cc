@@ -5,7 +5,7 @@
 // sockets), in a network namespace of its own (rail_namespace.hpp); it is skipped where that
 // cannot be made (not root). shm_ring_test.cc covers what only shm does (offers, corrupt cells);
 // tcp_transport_test.cc has what only a socket listener has (strangers), and
-// tcp_rails_test.cc tests rails on their own.
+// tcp_rails_test.cc tests rails on their own; ucx_link_test.cc what only ucx does.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -484,6 +484,38 @@ TEST_P(TransportTest, BytesSentBeforeClosingAreReadBeforeTheCloseIsReported) {
   EXPECT_EQ(at_a, b_state) << "a lost what b sent before closing";
   EXPECT_FALSE(seen.ok()) << "a never noticed, once it had read all, that b closed the link";
   std::printf("[ %s ] %s\n", GetParam().name, std::string(seen.message()).c_str());
+}
+
+// A link's first receive may come after its peer sent its last bytes and closed (a rank whose
+// first call on the link only receives, while the other only sends and then finishes): they
+// are read, and only then is the close reported. Over ucx the lower rank read the peer's hello
+// there, found the peer closed, and failed with the bytes unread.
+TEST_P(TransportTest, BytesSentBeforeClosingAreReadByTheLinksFirstReceive) {
+  for (int sender : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("rank ", sender, " sends and closes"));
+    Ranks r = make_ranks(GetParam(), 2);
+    ASSERT_EQ(r.transports.size(), 2u);
+    std::unique_ptr<Pair> a, b;
+    ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+    std::unique_ptr<Pair>& from = sender == 0 ? a : b;
+    std::unique_ptr<Pair>& to = sender == 0 ? b : a;
+    const auto msg = make_message(9, 24);
+    ASSERT_TRUE(progress({{from.get(), &msg}}, {}, nullptr).ok());
+    from.reset();
+    absl::SleepFor(absl::Milliseconds(50));  // long enough for the close to arrive
+    std::vector<std::byte> got;
+    absl::Status seen;
+    const Deadline deadline = Deadline::after(absl::Seconds(5));
+    for (int i = 0; i < 100000 && seen.ok() && !deadline.expired(); ++i) {
+      auto n = to->recv_some(4096, [&](const std::byte* p, size_t k) {
+        got.insert(got.end(), p, p + k);
+      });
+      seen = n.ok() ? to->check_peer() : n.status();
+      if (seen.ok()) absl::SleepFor(absl::Microseconds(50));
+    }
+    EXPECT_EQ(got, msg) << "the bytes sent before the close were lost: " << seen;
+    EXPECT_FALSE(seen.ok()) << "the close was never reported";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,

@@ -1,14 +1,21 @@
 // The ucx transport's own behaviour on one host, beside the conformance suite that runs over
-// it (transport_test.cc): which side writes into the peer's mailbox, and what goes by
-// rendezvous. Loopback only; every wait is bounded.
+// it (transport_test.cc): which side writes into the peer's mailbox, what goes by rendezvous,
+// and a message no weft sender makes (longer than the receive buffer) failing the link
+// cleanly. Loopback only; every wait is bounded.
 #ifdef WEFT_HAVE_UCX
 
+#include <ucp/api/ucp.h>
+
+#include <atomic>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/unit/scoped_env.hpp"
 #include "tests/unit/transport_harness.hpp"
+#include "transport/ucx/address.hpp"
 #include "transport/ucx/pair.hpp"
 
 namespace weft::transport {
@@ -68,6 +75,92 @@ TEST(UcxLinkTest, CallersInputFrom64KiBGoesByRendezvous) {
   EXPECT_EQ(sender->bytes_offered_by_rendezvous(), 0u);
   move(&Pair::lend_input, (128 << 10) + 3, 3);
   EXPECT_EQ(sender->bytes_offered_by_rendezvous(), (128u << 10) + 3);
+}
+
+// A UCX worker of its own, outside weft, speaking on a link's tag: what a peer of another
+// version, or a corrupted one, might send.
+class RogueWorker {
+ public:
+  explicit RogueWorker(const std::string& address) {
+    const weft::testing::ScopedEnv env("UCX_TLS", "tcp");
+    ucp_config_t* config = nullptr;
+    EXPECT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    EXPECT_EQ(ucp_init(&params, config, &context_), UCS_OK);
+    ucp_config_release(config);
+    ucp_worker_params_t worker{};
+    EXPECT_EQ(ucp_worker_create(context_, &worker, &worker_), UCS_OK);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    EXPECT_EQ(ucp_ep_create(worker_, &ep, &ep_), UCS_OK);
+  }
+  ~RogueWorker() {
+    stop_.store(true);
+    if (progress_.joinable()) progress_.join();
+    if (UCS_PTR_IS_PTR(request_)) ucp_request_free(request_);
+    void* closing = ucp_ep_close_nb(ep_, UCP_EP_CLOSE_MODE_FORCE);
+    for (int i = 0; i < 100000 && UCS_PTR_IS_PTR(closing) &&
+                    ucp_request_check_status(closing) == UCS_INPROGRESS;
+         ++i) {
+      ucp_worker_progress(worker_);
+    }
+    if (UCS_PTR_IS_PTR(closing)) ucp_request_free(closing);
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+  }
+  /// Sends `bytes` under `tag` (once), then drives the worker from a thread of its own until
+  /// destroyed.
+  void send(const std::vector<std::byte>& bytes, uint64_t tag) {
+    ucp_request_param_t param{};
+    request_ = ucp_tag_send_nbx(ep_, bytes.data(), bytes.size(), tag, &param);
+    progress_ = std::thread([this] {
+      while (!stop_.load()) ucp_worker_progress(worker_);
+    });
+  }
+
+ private:
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  void* request_ = nullptr;
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+};
+
+// weft never sends a message longer than UcxPair::kMaxMessage, its receive buffer's size. One
+// that claims more (a corrupted peer, another version) fails the link with a clear error
+// rather than landing past the buffer's end.
+TEST(UcxLinkTest, AMessageLongerThanTheReceiveBufferFailsTheLink) {
+  const uint64_t job = random_seed();
+  Ranks r = make_ranks(TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}, 2, job);
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  const std::byte one{1};
+  std::byte heard{};
+  ASSERT_EQ(pump(1, [&](size_t) { return b->send_some(&one, 1); },
+                 [&](size_t) { return a->recv_into(&heard, 1); }),
+            1u);
+  const std::vector<std::byte> big(ucx::UcxPair::kMaxMessage + (2 << 20), std::byte{0x5a});
+  auto rogue = std::make_unique<RogueWorker>(r.transports[0]->address());
+  rogue->send(big, ucx::link_tag(kTestSecret, job, 1, 0) | 1);  // where b's stream goes on
+  absl::Status seen;
+  const Deadline deadline = Deadline::after(absl::Seconds(10));
+  size_t got = 0;
+  for (int i = 0; i < 1000000 && seen.ok() && !deadline.expired(); ++i) {
+    auto n = a->recv_some(size_t{8} << 20, [&](const std::byte*, size_t k) { got += k; });
+    if (!n.ok()) seen = n.status();
+  }
+  EXPECT_EQ(got, 0u);
+  EXPECT_EQ(seen.code(), absl::StatusCode::kDataLoss) << seen;
+  EXPECT_NE(seen.message().find("out of step"), std::string::npos) << seen;
+  // The links go first: UCX's endpoints to the rogue live on their workers.
+  a.reset();
+  b.reset();
+  rogue.reset();
 }
 
 }  // namespace

@@ -178,10 +178,12 @@ absl::Status UcxPair::check_peer_locked() {
   if (auto s = usable(); !s.ok()) return s;
   // As shm's closed flags: the peer closed, and nothing it sent is left to receive. Before
   // its hello is read the link is of no use either way (its mailbox may be gone, below).
-  if (peer_closed_ || (peer_sent_closed() && (hello_pending_ || !readable()))) {
+  if (peer_closed_ || (peer_sent_closed() && !readable())) {
     return fail(absl::UnavailableError("the peer closed the link"));
   }
-  if (o_.same_host && !process_alive(o_.peer_pid)) {
+  // What a process sent before it exited is still the caller's: a receive that found nothing
+  // may have run just before its last bytes came.
+  if (o_.same_host && !process_alive(o_.peer_pid) && !readable()) {
     return fail(absl::UnavailableError(absl::StrCat("its process (pid ", o_.peer_pid, ") is gone")));
   }
   return absl::OkStatus();
@@ -290,9 +292,16 @@ absl::Status UcxPair::read_hello() {
   }
   // The peer's mailbox goes with its end of the link, and UCX 1.13 crashes unpacking a key
   // whose region is gone (its error path releases what it never made): a lower rank reads
-  // the hello with its first receive, which may come after the peer closed or died.
-  if (auto s = check_peer_locked(); !s.ok()) return s;
+  // the hello with its first receive, which may come after the peer closed or died. Then
+  // nothing is written there again, but what the peer sent before it went is still read: its
+  // packets lie in this side's own mailbox, its messages in UCX's queue.
   hello_pending_ = false;
+  if (auto s = post_pending(); !s.ok()) return s;
+  worker_->progress();
+  if (!usable().ok() || peer_sent_closed() ||
+      (o_.same_host && !process_alive(o_.peer_pid))) {
+    return absl::OkStatus();  // sends find the link failed; receives take what is left
+  }
   auto reached = mailbox_->reach(ep_, std::string_view(message).substr(sizeof hello));
   if (!reached.ok()) return fail(reached.status());
   packets_out_ = *reached;
@@ -364,6 +373,8 @@ absl::StatusOr<size_t> UcxPair::recv_some(size_t max, Sink sink) {
 
 absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandOver hand_over) {
   Worker::Hold hold(*worker_);
+  // A failed link hands nothing over: a message it refused (a bad hello) stays probed.
+  if (!failed_.ok()) return failed_;
   if (auto s = post_pending(); !s.ok()) return s;  // a wait never keeps held bytes back
   // A packet the caller wants whole (a small call's state and data), straight to its places:
   // the loop below, the hand-over through a function reference and a second look at the tag
@@ -406,6 +417,11 @@ absl::StatusOr<size_t> UcxPair::receive(size_t max, const Scatter* direct, HandO
     if (!next.ok()) return next.status();
     if (!next->has_value()) break;
     const size_t len = **next;
+    if (len > kMaxMessage) {  // no weft sender makes one: the receive buffer's size
+      return fail(absl::DataLossError(absl::StrCat(
+          "a message of ", len, " bytes, more than the ", kMaxMessage,
+          " a sender sends at once: the stream is out of step (another weft version?)")));
+    }
     if (direct != nullptr && len <= max - got && len <= direct->run_from(got)) {
       if (auto s = land(direct->at(got), len); !s.ok()) return s;
       got += len;
