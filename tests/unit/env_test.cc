@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/base/env.hpp"
@@ -35,7 +36,8 @@ TEST(UnknownEnv, KnownSettingsToolingAndOtherPrefixesAreQuiet) {
   std::vector<std::string> names;
   for (const EnvVar* v : all_env_vars()) names.emplace_back(v->name);
   names.insert(names.end(), {"WEFT_BUILD_DIR", "WEFT_SANITIZERS", "WEFT_FAULT_CHILD",
-                             "WEFT_VCLUSTER_RAILS", "PATH", "OMPI_COMM_WORLD_SIZE", "WEFT"});
+                             "WEFT_VCLUSTER_RAILS", "WEFT_VCLUSTER", "WEFT_PYTORCH", "PATH",
+                             "OMPI_COMM_WORLD_SIZE", "WEFT"});
   const auto warnings = unknown_env_warnings(names);
   EXPECT_TRUE(warnings.empty()) << warnings.front();
 }
@@ -61,6 +63,31 @@ TEST(ByteSettings, OutOfRangeIsRefusedAndNamesTheRangeAndTheCost) {
   EXPECT_THAT(std::string(c.status().message()),
               AllOf(HasSubstr("WEFT_RELAY_BYTES=999999999999999 (909.5 TiB)"),
                     HasSubstr("4 KiB..1 GiB"), HasSubstr("allocates and touches")));
+}
+
+// Byte settings take K, M and G as the command line does; what is not a number says so.
+TEST(ByteSettings, SuffixesAreBytesAndWordsAreRefused) {
+  auto with = [](std::string value) {
+    return Config::from_env([value](std::string_view name) -> std::optional<std::string> {
+      if (name == "WEFT_RELAY_BYTES") return value;
+      return std::nullopt;
+    });
+  };
+  for (const auto& [text, bytes] : {std::pair<std::string, size_t>{"64K", 64 << 10},
+                                    {"512m", 512 << 20}, {"1G", size_t{1} << 30},
+                                    {"8192", 8192}}) {
+    auto c = with(text);
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status();
+    EXPECT_EQ(c->relay_bytes, bytes) << text;
+  }
+  auto big = with("2G");
+  ASSERT_FALSE(big.ok());
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("WEFT_RELAY_BYTES=2G (2 GiB) is outside"));
+  for (const char* word : {"lots", "12Q", "K", "-4K"}) {
+    auto c = with(word);
+    ASSERT_FALSE(c.ok()) << word;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("is not a byte count")) << word;
+  }
 }
 
 // A path kill inside a frame header takes any byte of the header and none past it.
