@@ -196,8 +196,9 @@ inline constexpr EnvVar kInjectFile{
 inline constexpr const char* kToolingVariables[] = {
     "WEFT_BUILD_DIR",   // scripts/build, scripts/test: the build folder
     "WEFT_SANITIZERS",  // scripts/test: 0 skips the sanitizer stages
+    "WEFT_PYTORCH",     // scripts/test: 0 skips the PyTorch backend and its tests
     "WEFT_FAULT_*",     // tests/unit/fault_*: what a fault test's rank does
-    "WEFT_VCLUSTER_*",  // cluster/vcluster: each host's rails
+    "WEFT_VCLUSTER*",   // cluster/vcluster: which cluster, and each host's rails
     "WEFT_FAKE_*",      // tests/fakes/: the fake NVML library's state file
 };
 
