@@ -286,6 +286,7 @@ BenchOutcome run_bench(Job& job, const BenchOptions& o) {
   if (o.root < 0 || o.root >= n) {
     if (lead) std::fprintf(stderr, "weft %s: -r %d is not a rank of this %d-rank job\n", o.command, o.root, n);
     out.failed = true;
+    out.bad_usage = true;
     return out;
   }
   // Resources each rank gets on its own; every rank learns whether all got them.

@@ -42,7 +42,10 @@ struct BenchOutcome {
   uint64_t wrong = 0;       ///< weft's wrong elements, all ranks
   uint64_t peer_wrong = 0;  ///< the compared library's
   bool failed = false;      ///< a call, an allocation or the setup failed
+  bool bad_usage = false;   ///< refused before anything ran (exit status 2)
   bool ok() const { return wrong == 0 && peer_wrong == 0 && !failed; }
+  /// The command's exit status: 0, 1 for a failure or a wrong result, 2 for bad usage.
+  int exit_status() const { return bad_usage ? 2 : ok() ? 0 : 1; }
 };
 
 /// Runs the sweep on every rank of `job`; rank 0 prints the table and its footer.

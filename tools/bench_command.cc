@@ -139,7 +139,7 @@ int bench_command(int argc, char** argv) {
     return leave_job(nullptr, 1);
   }
   const BenchOutcome outcome = run_bench(*job, o);
-  return leave_job(&*job, outcome.ok() ? 0 : 1);
+  return leave_job(&*job, outcome.exit_status());
 }
 
 }  // namespace weft::tools

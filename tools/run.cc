@@ -89,7 +89,7 @@ int run_command(int argc, char** argv) {
     }
     std::printf("# %s\n", outcome.ok() ? "all results exact" : "WRONG RESULTS");
   }
-  return leave_job(&*job, outcome.ok() ? 0 : 1);
+  return leave_job(&*job, outcome.exit_status());
 }
 
 }  // namespace weft::tools

@@ -294,6 +294,12 @@ def test_8f_sizes_past_memory_are_refused(cli):
         check(r.rc == 2 and "lower -e" in r.err, f"weft {' '.join(args)} is refused: lower -e", r)
 
 
+def test_8f_a_root_outside_the_job_is_bad_usage(cli):
+    r = cli.under_mpirun(2, "bench", "broadcast", *SMALL, "-r", "5")
+    check(r.rc == 2 and "-r 5 is not a rank of this 2-rank job" in r.err,
+          "exit 2, naming the rank count", r)
+
+
 # Item 8g: messages suggest only flags the command has.
 
 def flags_in(text):
@@ -588,6 +594,8 @@ def test_23_health_reads_a_running_job(cli):
             check(r.rc == 0 and "2 of 2 ranks answered" in r.out, "--hostfile: its slots", r)
         r = cli.run([cli.weft, "health", "--port", str(port), "--local", "3"], clean_env())
         check(r.rc == 2 and "does not answer" in r.out, "a rank that does not answer: exit 2, said", r)
+        check("every scope HEALTHY" not in r.out and "of the 2 ranks that answered HEALTHY" in r.out,
+              "healthy only for the ranks that answered", r)
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()

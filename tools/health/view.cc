@@ -104,8 +104,14 @@ std::string job_table(const nlohmann::json& job) {
     out += "# a rank that does not answer: is the job running with WEFT_HEALTH_ENDPOINT at this "
            "port, with this many ranks per host (--per-host)?\n";
   }
+  // Only what answered can be called healthy.
+  const int answered = job["answered"].get<int>();
   if (job["not_healthy"].empty()) {
-    out += "# every scope HEALTHY\n";
+    if (job["answered"] == job["endpoints"]) {
+      out += "# every scope HEALTHY\n";
+    } else if (answered > 0) {
+      absl::StrAppend(&out, "# every scope of the ", answered, " ranks that answered HEALTHY\n");
+    }
   } else {
     absl::StrAppendFormat(&out, "%-5s %-34s %-10s %-13s %s\n", "rank", "scope", "state", "since", "reason");
     for (const auto& u : job["not_healthy"]) {
