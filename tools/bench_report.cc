@@ -83,15 +83,19 @@ void Report::print_columns() const {
   std::printf("%s\n%s\n%s\n", groups.c_str(), names.c_str(), units.c_str());
 }
 
+// On stdout, shown only where that is a terminal: mpirun forwards a rank's stdout and stderr
+// separately, and progress on stderr landed in the middle of the table's rows.
 void Report::progress(int k, int total, const Call& call, size_t bytes) const {
   if (!progress_) return;
-  std::fprintf(stderr, "\r\033[K[%d/%d] %s %s %s %zu B", k, total, name_of(call.kind),
-               name_of(call.type), redop_column(call), bytes);
-  std::fflush(stderr);
+  std::printf("\r\033[K[%d/%d] %s %s %s %zu B", k, total, name_of(call.kind),
+              name_of(call.type), redop_column(call), bytes);
+  std::fflush(stdout);
 }
 
 void Report::end_progress() const {
-  if (progress_) std::fprintf(stderr, "\r\033[K");
+  if (!progress_) return;
+  std::printf("\r\033[K");
+  std::fflush(stdout);  // before a message on stderr
 }
 
 void Report::print(const Row& row) const {

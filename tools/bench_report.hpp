@@ -1,6 +1,6 @@
 // How `weft bench` shows its results: nccl-tests' table on stdout (with the peer's columns
-// when comparing), one JSON object per line in the -J file, and a progress line on stderr
-// when stdout is a terminal. Rank 0 only.
+// when comparing), one JSON object per line in the -J file, and a progress line, also on
+// stdout, when stdout is a terminal. Rank 0 only.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +36,9 @@ class Report {
 
   /// The three header lines of the table.
   void print_columns() const;
-  /// "\r[k/total] ..." on stderr, when progress is on.
+  /// "\r[k/total] ..." on stdout, when progress is on (stdout is a terminal).
   void progress(int k, int total, const Call& call, size_t bytes) const;
-  /// Clears the progress line, so that a message on stderr starts a line of its own.
+  /// Clears the progress line, so that a row, or a message on stderr, starts a line of its own.
   void end_progress() const;
   /// The row on stdout and as one JSON line.
   void print(const Row& row) const;
