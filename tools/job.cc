@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "src/base/env.hpp"
+#include "src/launch_env.hpp"
 
 #ifdef WEFT_HAVE_MPI
 #include <mpi.h>
@@ -36,7 +37,15 @@ absl::StatusOr<Job> join_job(int* argc, char*** argv) {
 #endif
   if (!job.mpi) {
     const auto start = std::chrono::steady_clock::now();
-    comm = Communicator::create_from_env();
+    if (read_launch_info().status().code() == absl::StatusCode::kFailedPrecondition) {
+      // Started alone, by no launcher: a job of this one rank, as nccl-tests runs (weft diag
+      // then shows this host's GPUs and ports).
+      auto id = make_unique_id();
+      comm = id.ok() ? Communicator::create(*id, 0, 1)
+                     : absl::StatusOr<std::unique_ptr<Communicator>>(id.status());
+    } else {
+      comm = Communicator::create_from_env();
+    }
     job.create_time = absl::FromChrono(std::chrono::steady_clock::now() - start);
   }
   if (!comm.ok()) return comm.status();

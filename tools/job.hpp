@@ -1,5 +1,6 @@
 // How the weft command joins a job: through MPI when it was built with MPI and launched by
-// mpirun, otherwise from the launcher environment (WEFT_RANK/WEFT_SIZE/WEFT_COORDINATOR).
+// mpirun, otherwise from the launcher environment (WEFT_RANK/WEFT_SIZE/WEFT_COORDINATOR), and
+// started by no launcher at all, as a job of one rank.
 #pragma once
 
 #include <memory>

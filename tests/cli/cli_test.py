@@ -534,6 +534,12 @@ def test_23_diag_topo_and_counters_show_the_fake_hardware(cli):
         for name in ["nvlink_crc_flit", "ecc_corrected", "ib_symbol_error", "tcp_retransmits",
                      "link_bytes_sent"]:
             check(name in names, f"counters: {name}", r)
+        # Started by no launcher: a job of one rank, this host's GPUs and ports.
+        r = cli.run([cli.weft, "diag", "counters", "--interval", "0.2", "--json"], clean_env(hw.env))
+        alone = json.loads(r.out)["ranks"] if r.rc == 0 else []
+        names = {c["name"] for rank in alone for s in rank["scopes"] for c in s["counters"]}
+        check(len(alone) == 1 and {"ib_symbol_error", "ecc_corrected"} <= names,
+              "counters alone: this host's port and GPU", r)
 
         with open(os.path.join(hw.port, "state"), "w") as f:
             f.write("1: DOWN\n")
