@@ -37,6 +37,15 @@ class TransportTest : public ::testing::TestWithParam<TransportCase> {
     ASSERT_EQ(ranks_.transports.size(), 2u);
     ASSERT_TRUE(connect_pair(ranks_, 0, 1, a_, b_));
   }
+  /// A fresh pair of ranks and link, for a test that makes several in turn: the last links
+  /// go before their ranks. a_ or b_ as `sender` says is `from`, the other `to`.
+  void relink_two_ranks(int sender, std::unique_ptr<Pair>*& from, std::unique_ptr<Pair>*& to) {
+    a_.reset();
+    b_.reset();
+    link_two_ranks();
+    from = sender == 0 ? &a_ : &b_;
+    to = sender == 0 ? &b_ : &a_;
+  }
 
   std::optional<weft::testing::RailNamespace> rails_;  // destroyed after the test body's ranks
   Ranks ranks_;                                         // then the transports, after their links
@@ -413,12 +422,10 @@ TEST_P(TransportTest, PeerGoneIsReportedNotHung) {
 TEST_P(TransportTest, PeerClosingIsSeenBySideThatOnlySends) {
   for (int sender : {0, 1}) {
     SCOPED_TRACE(absl::StrCat("rank ", sender, " only sends"));
-    Ranks r = make_ranks(GetParam(), 2);
-    ASSERT_EQ(r.transports.size(), 2u);
-    std::unique_ptr<Pair> a, b;
-    ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
-    std::unique_ptr<Pair>& from = sender == 0 ? a : b;
-    std::unique_ptr<Pair>& to = sender == 0 ? b : a;
+    std::unique_ptr<Pair>*from_at = nullptr, *to_at = nullptr;
+    ASSERT_NO_FATAL_FAILURE(relink_two_ranks(sender, from_at, to_at));
+    std::unique_ptr<Pair>& from = *from_at;
+    std::unique_ptr<Pair>& to = *to_at;
     // More than any transport buffers: the receiver reads the first part, then stops.
     const std::vector<std::byte> msg(size_t{64} << 20, std::byte{7});
     const size_t read_first = 3000;
@@ -493,12 +500,10 @@ TEST_P(TransportTest, BytesSentBeforeClosingAreReadBeforeTheCloseIsReported) {
 TEST_P(TransportTest, BytesSentBeforeClosingAreReadByTheLinksFirstReceive) {
   for (int sender : {0, 1}) {
     SCOPED_TRACE(absl::StrCat("rank ", sender, " sends and closes"));
-    Ranks r = make_ranks(GetParam(), 2);
-    ASSERT_EQ(r.transports.size(), 2u);
-    std::unique_ptr<Pair> a, b;
-    ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
-    std::unique_ptr<Pair>& from = sender == 0 ? a : b;
-    std::unique_ptr<Pair>& to = sender == 0 ? b : a;
+    std::unique_ptr<Pair>*from_at = nullptr, *to_at = nullptr;
+    ASSERT_NO_FATAL_FAILURE(relink_two_ranks(sender, from_at, to_at));
+    std::unique_ptr<Pair>& from = *from_at;
+    std::unique_ptr<Pair>& to = *to_at;
     const auto msg = make_message(9, 24);
     ASSERT_TRUE(progress({{from.get(), &msg}}, {}, nullptr).ok());
     from.reset();
