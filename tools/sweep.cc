@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/base/byte_count.hpp"
 #include "tools/expected.hpp"
 
 namespace weft::tools {
@@ -66,19 +66,9 @@ double bus_factor(CollectiveKind kind, int nranks) {
 }
 
 bool parse_bytes(const char* text, size_t* out) {
-  std::string s(text);
-  uint64_t unit = 1;
-  if (!s.empty()) {
-    switch (s.back()) {
-      case 'K': case 'k': unit = uint64_t{1} << 10; break;
-      case 'M': case 'm': unit = uint64_t{1} << 20; break;
-      case 'G': case 'g': unit = uint64_t{1} << 30; break;
-    }
-    if (unit != 1) s.pop_back();
-  }
-  uint64_t v = 0;
-  if (!absl::SimpleAtoi(s, &v) || v > UINT64_MAX / unit) return false;
-  *out = static_cast<size_t>(v * unit);
+  const std::optional<uint64_t> count = parse_byte_count(text);
+  if (!count) return false;
+  *out = static_cast<size_t>(*count);
   return true;
 }
 

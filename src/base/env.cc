@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "src/base/byte_count.hpp"
 
 namespace weft {
 
@@ -52,30 +53,18 @@ std::string human_bytes(uint64_t bytes) {
              : absl::StrFormat("%.1f %s", v, kUnits[unit]);
 }
 
-// A byte setting within its declared range. Refused before anything is allocated, with the
-// memory the value would have taken.
-// Accepts K, M and G (powers of 1024), as weft's command line does.
+// A byte setting within its declared range (K, M and G as on the command line). Refused
+// before anything is allocated, with the memory the value would have taken.
 absl::StatusOr<size_t> parse_bytes(const EnvVar& var, const EnvLookup& lookup) {
   const std::string s = env_value(var, lookup);
-  absl::string_view digits = s;
-  uint64_t unit = 1;
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'K': case 'k': unit = uint64_t{1} << 10; break;
-      case 'M': case 'm': unit = uint64_t{1} << 20; break;
-      case 'G': case 'g': unit = uint64_t{1} << 30; break;
-    }
-    if (unit != 1) digits.remove_suffix(1);
-  }
-  uint64_t v = 0;
-  const bool number = absl::SimpleAtoi(digits, &v) && v <= UINT64_MAX / unit;
-  if (number) v *= unit;
-  if (!number) {
+  const std::optional<uint64_t> count = parse_byte_count(s);
+  if (!count) {
     return absl::InvalidArgumentError(absl::StrCat(
         var.name, "=", s, " is not a byte count (a number, with K, M or G if you like, such "
         "as 512K); unset it (default ", var.default_value, ") or give one within ",
         human_bytes(var.min_bytes), "..", human_bytes(var.max_bytes)));
   }
+  const uint64_t v = *count;
   if (v < var.min_bytes || v > var.max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         var.name, "=", s, " (", human_bytes(v), ")",
