@@ -74,5 +74,30 @@ TEST(ShmTransport, CorruptCellsAreRefusedNotFollowed) {
   }
 }
 
+// The ring's sizes come from its header once, at attach, and must be the ones weft makes: a
+// cell count of 0 (every index then masked by ~0) or an odd bulk size would send reads and
+// writes past the mapping.
+TEST(ShmTransport, AHeaderWithSizesWeftNeverMakesIsRefusedAtAttach) {
+  for (int corruption : {0, 1, 2}) {
+    const std::string name = absl::StrCat("/weft-test-header-", getpid(), "-", corruption);
+    auto creator = shm::Ring::create(name, 1 << 16);
+    ASSERT_TRUE(creator.ok()) << creator.status();
+    shm::RingHeader& h = creator->header();
+    if (corruption == 0) {
+      h.bulk_capacity += h.cells * sizeof(shm::Cell);  // the same mapping size, no cells
+      h.cells = 0;
+    } else if (corruption == 1) {
+      h.cells = (uint64_t{1} << 58) + h.cells;  // wraps back to the right size when multiplied
+    } else {
+      h.cells -= 1;
+      h.bulk_capacity += sizeof(shm::Cell);  // same size, odd capacity
+    }
+    auto attached = shm::Ring::attach(name, Deadline::after(absl::Seconds(5)), [] { return true; });
+    EXPECT_EQ(attached.status().code(), absl::StatusCode::kFailedPrecondition) << corruption;
+    EXPECT_NE(attached.status().message().find("not a weft ring"), absl::string_view::npos)
+        << attached.status();
+  }
+}
+
 }  // namespace
 }  // namespace weft::transport

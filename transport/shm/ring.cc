@@ -93,11 +93,11 @@ Ring::Ring(Ring&& other) noexcept
   other.created_ = false;
 }
 
-void Ring::map_layout() {
+void Ring::map_layout(uint64_t cells, uint64_t bulk_capacity) {
   cells_ = reinterpret_cast<Cell*>(static_cast<std::byte*>(base_) + kHeaderBytes);
-  bulk_ = reinterpret_cast<std::byte*>(cells_ + header_->cells);
-  cell_mask_ = header_->cells - 1;
-  bulk_mask_ = header_->bulk_capacity - 1;
+  bulk_ = reinterpret_cast<std::byte*>(cells_ + cells);
+  cell_mask_ = cells - 1;
+  bulk_mask_ = bulk_capacity - 1;
 }
 
 Ring& Ring::operator=(Ring&& other) noexcept {
@@ -178,7 +178,7 @@ absl::StatusOr<Ring> Ring::create(const std::string& name, size_t capacity) {
   }
   Ring ring(name, base, bytes);
   ring.created_ = true;
-  ring.map_layout();
+  ring.map_layout(kCells, capacity);
   return ring;
 }
 
@@ -199,12 +199,16 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
         Ring ring(name, base, bytes);
         RingHeader& h = ring.header();
         if (h.state.load(std::memory_order_acquire) & RingHeader::kReady) {
+          // Read once: the layout comes from these copies, not from the shared header.
+          const uint64_t cells = h.cells, capacity = h.bulk_capacity;
+          const bool power_of_two = capacity != 0 && (capacity & (capacity - 1)) == 0;
           if (h.magic != RingHeader::kMagic || h.version != RingHeader::kVersion ||
-              kHeaderBytes + h.cells * sizeof(Cell) + h.bulk_capacity != bytes) {
+              cells != kCells || !power_of_two ||
+              kHeaderBytes + cells * sizeof(Cell) + capacity != bytes) {
             return absl::FailedPreconditionError(absl::StrCat(
                 "shared memory ", name, " is not a weft ring of this version; run `weft cleanup`"));
           }
-          ring.map_layout();
+          ring.map_layout(cells, capacity);
           shm_unlink(name.c_str());
           h.state.fetch_or(RingHeader::kAttached, std::memory_order_acq_rel);
           return ring;
@@ -227,9 +231,9 @@ absl::StatusOr<Ring> Ring::attach(const std::string& name, Deadline deadline,
 // The receiver's progress is read only when the space known from the last read runs short:
 // each read pulls its cache line across cores.
 bool Ring::cell_free() {
-  if (cells_done_ - peer_cells_ < header_->cells) return true;
+  if (cells_done_ - peer_cells_ < cell_count()) return true;
   peer_cells_ = header_->cells_read.load(std::memory_order_acquire);
-  return cells_done_ - peer_cells_ < header_->cells;
+  return cells_done_ - peer_cells_ < cell_count();
 }
 
 absl::StatusOr<size_t> Ring::write(const std::byte* data, size_t len, bool may_offer) {
@@ -263,10 +267,10 @@ absl::StatusOr<size_t> Ring::write_copy(const Source& from, size_t len) {
   if (len <= kInlineLimit) {
     // Room for the whole message is checked once: this is the path of every small call.
     const uint64_t want = (len + Cell::kInlineBytes - 1) / Cell::kInlineBytes;
-    if (cells_done_ + want - peer_cells_ > header_->cells) {
+    if (cells_done_ + want - peer_cells_ > cell_count()) {
       peer_cells_ = header_->cells_read.load(std::memory_order_acquire);
     }
-    const uint64_t cells = std::min(want, header_->cells - (cells_done_ - peer_cells_));
+    const uint64_t cells = std::min(want, cell_count() - (cells_done_ - peer_cells_));
     // Last cell first: a reader that sees the first cell's tag then finds the others written
     // (stores become visible in order), instead of polling lines the sender is still filling.
     const size_t written = std::min<size_t>(len, cells * Cell::kInlineBytes);
@@ -288,11 +292,11 @@ absl::StatusOr<size_t> Ring::write_copy(const Source& from, size_t len) {
   }
   if (!cell_free()) return 0;
   const size_t at = bulk_done_ & bulk_mask_;
-  const size_t want = std::min({len, kBulkStretch, header_->bulk_capacity - at});
-  if (header_->bulk_capacity - (bulk_done_ - peer_bulk_) < want) {
+  const size_t want = std::min({len, kBulkStretch, bulk_capacity() - at});
+  if (bulk_capacity() - (bulk_done_ - peer_bulk_) < want) {
     peer_bulk_ = header_->bulk_read.load(std::memory_order_acquire);
   }
-  const size_t n = std::min<uint64_t>(want, header_->bulk_capacity - (bulk_done_ - peer_bulk_));
+  const size_t n = std::min<uint64_t>(want, bulk_capacity() - (bulk_done_ - peer_bulk_));
   if (n == 0) return 0;
   pace_.copy(n, [&] { from.copy_out(bulk_ + at, 0, n); });
   cells_[cells_done_ & cell_mask_].tag.store(tag_for(cells_done_, Cell::kBulk, n),

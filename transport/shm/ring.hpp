@@ -134,7 +134,11 @@ class Ring {
   static constexpr size_t kOfferRead = 256 * 1024;
 
   Ring(std::string name, void* base, size_t mapped_bytes);
-  void map_layout();  // sets cells_, bulk_ and the masks from the header
+  // Sets cells_, bulk_ and the masks: once, from sizes the creator chose or attach checked.
+  // Nothing reads the sizes from the shared header after that, where the peer could change them.
+  void map_layout(uint64_t cells, uint64_t bulk_capacity);
+  uint64_t cell_count() const { return cell_mask_ + 1; }
+  uint64_t bulk_capacity() const { return bulk_mask_ + 1; }
   void release();     // unmaps (and removes the name if nobody attached)
   bool cell_free();   // sender: whether the next cell may be written
   // Receiver, finding the next cell empty: pulls in the lines the next small message will
