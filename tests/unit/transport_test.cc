@@ -38,13 +38,11 @@ class TransportTest : public ::testing::TestWithParam<TransportCase> {
     ASSERT_TRUE(connect_pair(ranks_, 0, 1, a_, b_));
   }
   /// A fresh pair of ranks and link, for a test that makes several in turn: the last links
-  /// go before their ranks. a_ or b_ as `sender` says is `from`, the other `to`.
-  void relink_two_ranks(int sender, std::unique_ptr<Pair>*& from, std::unique_ptr<Pair>*& to) {
+  /// go before their ranks.
+  void relink_two_ranks() {
     a_.reset();
     b_.reset();
     link_two_ranks();
-    from = sender == 0 ? &a_ : &b_;
-    to = sender == 0 ? &b_ : &a_;
   }
 
   std::optional<weft::testing::RailNamespace> rails_;  // destroyed after the test body's ranks
@@ -422,10 +420,9 @@ TEST_P(TransportTest, PeerGoneIsReportedNotHung) {
 TEST_P(TransportTest, PeerClosingIsSeenBySideThatOnlySends) {
   for (int sender : {0, 1}) {
     SCOPED_TRACE(absl::StrCat("rank ", sender, " only sends"));
-    std::unique_ptr<Pair>*from_at = nullptr, *to_at = nullptr;
-    ASSERT_NO_FATAL_FAILURE(relink_two_ranks(sender, from_at, to_at));
-    std::unique_ptr<Pair>& from = *from_at;
-    std::unique_ptr<Pair>& to = *to_at;
+    ASSERT_NO_FATAL_FAILURE(relink_two_ranks());
+    std::unique_ptr<Pair>& from = sender == 0 ? a_ : b_;
+    std::unique_ptr<Pair>& to = sender == 0 ? b_ : a_;
     // More than any transport buffers: the receiver reads the first part, then stops.
     const std::vector<std::byte> msg(size_t{64} << 20, std::byte{7});
     const size_t read_first = 3000;
@@ -459,6 +456,21 @@ TEST_P(TransportTest, PeerClosingIsSeenBySideThatOnlySends) {
   }
 }
 
+/// Receives into `got` and checks the peer until the link reports an error (its close), for
+/// at most 5 s; returns that error (OK if none came).
+absl::Status read_until_closed(Pair& link, std::vector<std::byte>* got) {
+  absl::Status seen;
+  const Deadline deadline = Deadline::after(absl::Seconds(5));
+  for (int i = 0; i < 100000 && seen.ok() && !deadline.expired(); ++i) {
+    auto n = link.recv_some(4096, [&](const std::byte* p, size_t k) {
+      got->insert(got->end(), p, p + k);
+    });
+    seen = n.ok() ? link.check_peer() : n.status();
+    if (seen.ok()) absl::SleepFor(absl::Microseconds(50));
+  }
+  return seen;
+}
+
 // The call check's partners trade states, and the first to hear the verdict fails and closes
 // its links at once. Its partner may not have read that rank's state yet: the wait must read
 // it, not fail with "the peer closed" (seen in call_mismatch_test under ThreadSanitizer: shm's
@@ -479,15 +491,7 @@ TEST_P(TransportTest, BytesSentBeforeClosingAreReadBeforeTheCloseIsReported) {
   const absl::Status first_look = a_->check_peer();
   EXPECT_TRUE(first_look.ok()) << "a failed with b's state unread: " << first_look;
   std::vector<std::byte> at_a;
-  absl::Status seen;
-  const Deadline deadline = Deadline::after(absl::Seconds(5));
-  for (int i = 0; i < 100000 && seen.ok() && !deadline.expired(); ++i) {
-    auto n = a_->recv_some(4096, [&](const std::byte* p, size_t k) {
-      at_a.insert(at_a.end(), p, p + k);
-    });
-    seen = n.ok() ? a_->check_peer() : n.status();
-    if (seen.ok()) absl::SleepFor(absl::Microseconds(50));
-  }
+  const absl::Status seen = read_until_closed(*a_, &at_a);
   EXPECT_EQ(at_a, b_state) << "a lost what b sent before closing";
   EXPECT_FALSE(seen.ok()) << "a never noticed, once it had read all, that b closed the link";
   std::printf("[ %s ] %s\n", GetParam().name, std::string(seen.message()).c_str());
@@ -500,24 +504,15 @@ TEST_P(TransportTest, BytesSentBeforeClosingAreReadBeforeTheCloseIsReported) {
 TEST_P(TransportTest, BytesSentBeforeClosingAreReadByTheLinksFirstReceive) {
   for (int sender : {0, 1}) {
     SCOPED_TRACE(absl::StrCat("rank ", sender, " sends and closes"));
-    std::unique_ptr<Pair>*from_at = nullptr, *to_at = nullptr;
-    ASSERT_NO_FATAL_FAILURE(relink_two_ranks(sender, from_at, to_at));
-    std::unique_ptr<Pair>& from = *from_at;
-    std::unique_ptr<Pair>& to = *to_at;
+    ASSERT_NO_FATAL_FAILURE(relink_two_ranks());
+    std::unique_ptr<Pair>& from = sender == 0 ? a_ : b_;
+    std::unique_ptr<Pair>& to = sender == 0 ? b_ : a_;
     const auto msg = make_message(9, 24);
     ASSERT_TRUE(progress({{from.get(), &msg}}, {}, nullptr).ok());
     from.reset();
     absl::SleepFor(absl::Milliseconds(50));  // long enough for the close to arrive
     std::vector<std::byte> got;
-    absl::Status seen;
-    const Deadline deadline = Deadline::after(absl::Seconds(5));
-    for (int i = 0; i < 100000 && seen.ok() && !deadline.expired(); ++i) {
-      auto n = to->recv_some(4096, [&](const std::byte* p, size_t k) {
-        got.insert(got.end(), p, p + k);
-      });
-      seen = n.ok() ? to->check_peer() : n.status();
-      if (seen.ok()) absl::SleepFor(absl::Microseconds(50));
-    }
+    const absl::Status seen = read_until_closed(*to, &got);
     EXPECT_EQ(got, msg) << "the bytes sent before the close were lost: " << seen;
     EXPECT_FALSE(seen.ok()) << "the close was never reported";
   }
