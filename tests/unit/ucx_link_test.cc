@@ -6,7 +6,9 @@
 
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -161,6 +163,58 @@ TEST(UcxLinkTest, AMessageLongerThanTheReceiveBufferFailsTheLink) {
   a.reset();
   b.reset();
   rogue.reset();
+}
+
+// A message matched by the receiver whose sender then stops (a stopped process; a partition
+// under RDMA) fails the receive at the path timeout. The caller's buffer is the caller's again
+// once the call failed: what the sender pushes when it goes on must not land there.
+TEST(UcxLinkTest, AStalledRendezvousWritesNothingAfterTheReceiveGaveUp) {
+  Ranks r = make_ranks(TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}, 2, random_seed(),
+                       kTestSecret, [](TransportInit& init) { init.path_timeout_ms = 300; });
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  const std::byte one{1};
+  std::byte heard{};
+  ASSERT_EQ(pump(1, [&](size_t) { return b->send_some(&one, 1); },
+                 [&](size_t) { return a->recv_into(&heard, 1); }),
+            1u);
+  auto* sender = dynamic_cast<ucx::UcxPair*>(b.get());
+  ASSERT_NE(sender, nullptr);
+  const auto msg = make_message(7, ucx::UcxPair::kMaxMessage);
+  std::vector<std::byte> got(msg.size());
+  auto offered = b->offer_some(msg.data(), msg.size());  // one message, by rendezvous
+  ASSERT_TRUE(offered.ok()) << offered.status();
+  absl::Status seen;
+  for (int i = 0; i < 5000 && seen.ok(); ++i) {
+    (void)b->check_peer();  // the offer's announcement leaves, in a round trip or two
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // While the receiver looks, the sending side does nothing: once the receiver has matched
+    // the message, nothing moves until its wait gives up.
+    ucx::Worker::Hold stopped(sender->worker());
+    auto n = a->recv_into(got.data(), got.size());
+    if (!n.ok()) {
+      seen = n.status();
+    } else {
+      ASSERT_EQ(*n, 0u) << "the message arrived with its sender stopped";
+    }
+  }
+  ASSERT_EQ(seen.code(), absl::StatusCode::kDeadlineExceeded) << seen;
+  std::fill(got.begin(), got.end(), std::byte{0});
+  // The sender goes on, and its worker answers the receiver's request to send.
+  const Deadline settle = Deadline::after(absl::Milliseconds(500));
+  while (!settle.expired()) {
+    (void)b->check_peer();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(std::count(got.begin(), got.end(), std::byte{0}), static_cast<ptrdiff_t>(got.size()))
+      << "bytes landed in the buffer of a receive that had failed";
+  // The link stays failed, and says why.
+  auto again = a->recv_into(got.data(), got.size());
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("stalled"), std::string::npos) << again.status();
+  a.reset();
+  b.reset();
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ UcxPair::~UcxPair() {
   // told to let go.
   const Deadline deadline = Deadline::after(absl::Seconds(1));
   while (UCS_PTR_IS_PTR(closing) && ucp_request_check_status(closing) == UCS_INPROGRESS &&
-         !deadline.expired()) {
+         !deadline.expired() && !worker_->stopped()) {
     worker_->progress_once();
   }
   if (UCS_PTR_IS_PTR(closing)) ucp_request_free(closing);
@@ -126,6 +126,7 @@ UcxPair::~UcxPair() {
 }
 
 void UcxPair::receive_unread() {
+  if (worker_->stopped()) return;  // nothing more lands (abandon)
   // A sender that is gone gets a moment, then its rendezvous is dropped.
   const Deadline deadline = Deadline::after(absl::Milliseconds(200));
   worker_->progress();  // what has come, matched while the endpoint stands
@@ -159,6 +160,12 @@ absl::Status UcxPair::failure(const char* what, ucs_status_t status) {
 
 absl::Status UcxPair::usable() {
   if (!failed_.ok()) return failed_;
+  if (worker_->stopped()) {
+    return fail(absl::UnavailableError(
+        "UCX could not end a receive that stalled, on this or another link of the "
+        "communicator, and is stopped so that nothing lands in its buffer: make a new "
+        "communicator"));
+  }
   if (const int status = endpoint_failure_->status.load(std::memory_order_acquire);
       status != UCS_OK) {
     return failure("the endpoint failed (the peer is gone or the network between failed)",
@@ -219,8 +226,7 @@ absl::Status UcxPair::wait(void* request, const char* what) {
       continue;
     }
     if (deadline.expired() || !usable().ok()) {
-      ucp_request_cancel(worker_->get(), request);
-      ucp_request_free(request);
+      abandon(request);
       if (!failed_.ok()) return failed_;
       return fail(absl::DeadlineExceededError(absl::StrCat(
           what, " stalled for ", o_.stall_ms, " ms (WEFT_PATH_TIMEOUT_MS) after it began")));
@@ -230,6 +236,18 @@ absl::Status UcxPair::wait(void* request, const char* what) {
   ucp_request_free(request);
   if (s != UCS_OK) return failure(what, s);
   return absl::OkStatus();
+}
+
+// ucp_request_cancel stops only a receive not yet matched, and each of ours was matched
+// (probed) before it was posted: a rendezvous that has begun goes on writing into its buffer
+// whenever the worker progresses, after the caller has that buffer back (a sender that
+// stalled, then went on). Closing the endpoint, even by force, does not end it (UCX 1.13).
+// So the worker is never progressed again, and the link fails; so does every other link on
+// the worker, at its next wait.
+void UcxPair::abandon(void* request) {
+  ucp_request_cancel(worker_->get(), request);
+  if (ucp_request_check_status(request) == UCS_INPROGRESS) worker_->stop_progress();
+  ucp_request_free(request);  // UCX releases it if it ever completes
 }
 
 absl::Status UcxPair::land(std::byte* dst, size_t len) {

@@ -51,7 +51,9 @@
 // Waits. A message once matched is finished within the path timeout, UCX progressing the
 // worker meanwhile (a message that has begun to arrive is as good as a copy under way);
 // everything else returns at once. An error UCX reports on the endpoint fails the link,
-// with UCX's words and the peer named.
+// with UCX's words and the peer named. A matched message that does not finish in time cannot
+// be taken back from UCX, which would go on writing it into the caller's buffer: the worker
+// is then never progressed again (Worker::stop_progress), and the communicator is done.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -108,6 +110,8 @@ class UcxPair : public Pair, private HoldsBytes {
   /// Bytes of offers this side posted for UCX's rendezvous (no fast completion), which the
   /// peer reads in one copy where UCX has one (CMA on one host).
   uint64_t bytes_offered_by_rendezvous() const { return offered_by_rendezvous_; }
+  /// The worker this link runs on (a test holds it to stop this side mid-message).
+  Worker& worker() const { return *worker_; }
 
   static constexpr size_t kMaxMessage = size_t{4} << 20;  ///< and the receive buffer's size
   static constexpr size_t kSendRingBytes = size_t{8} << 20;
@@ -206,6 +210,8 @@ class UcxPair : public Pair, private HoldsBytes {
   // The tag of the peer's message that starts at stream offset `at` (address.hpp).
   uint64_t tag_at(uint64_t at) const { return o_.tag_in | (at & kTagOffsetBits); }
   absl::Status wait(void* request, const char* what);
+  // Gives up on a request that did not finish in time (pair.cc says how).
+  void abandon(void* request);
   static absl::Status offer_changed();
 
   absl::Status usable();  // the link's failure, if it failed

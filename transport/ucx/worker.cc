@@ -125,7 +125,7 @@ void EndpointFailure::on_error(void* self, ucp_ep_h, ucs_status_t status) {
 }
 
 void Worker::drop_unread() {
-  for (int i = 0; i < 1024; ++i) {
+  for (int i = 0; i < 1024 && !stopped(); ++i) {
     ucp_worker_progress(worker_);
     ucp_tag_recv_info_t info{};
     // Only a message small enough to have come eagerly: a rendezvous is answered through the
@@ -143,10 +143,11 @@ void Worker::drop(ucp_tag_message_h message, std::byte* into, size_t len, Deadli
   ucp_request_param_t param{};
   void* r = ucp_tag_msg_recv_nbx(worker_, into, len, message, &param);
   if (!UCS_PTR_IS_PTR(r)) return;
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && !deadline.expired()) {
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && !deadline.expired() && !stopped()) {
     ucp_worker_progress(worker_);
   }
   if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
+  if (ucp_request_check_status(r) == UCS_INPROGRESS) stop_progress();
   ucp_request_free(r);
 }
 
@@ -161,6 +162,7 @@ void Worker::progress() {
 }
 
 void Worker::progress_between_calls() {
+  if (stopped()) return;
   // Bounded: a stream of arrivals must not keep one call here forever.
   for (int i = 0; i < 16 && ucp_worker_progress(worker_) != 0; ++i) {
   }
@@ -168,7 +170,7 @@ void Worker::progress_between_calls() {
 
 bool Worker::progress_once() {
   note_driven();
-  return ucp_worker_progress(worker_) != 0;
+  return !stopped() && ucp_worker_progress(worker_) != 0;
 }
 
 void Worker::serve() {
@@ -184,6 +186,11 @@ void Worker::serve() {
       seen = driven;
       if (poll(&fds[1], 1, nap_ms) > 0) return;
       nap_ms = std::min(2 * nap_ms, kLongestNapMs);
+      continue;
+    }
+    if (stopped()) {  // nothing to do until the worker goes
+      held_.store(false, std::memory_order_release);
+      if (poll(&fds[1], 1, -1) > 0) return;
       continue;
     }
     nap_ms = 1;

@@ -103,9 +103,15 @@ class Worker {
   void progress_between_calls();
   /// One round of UCX's progress from a call; returns whether anything happened.
   bool progress_once();
+  /// Never progresses UCX again, from any thread: a receive UCX had begun could not be ended
+  /// (UcxPair::abandon), and its bytes would land, at the worker's next progress, in a buffer
+  /// that is no longer its own. The communicator's links all fail with it.
+  void stop_progress() { stopped_.store(true, std::memory_order_release); }
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   const UcxInfo& info() const { return info_; }
   /// Receives a probed `message` into `into` (up to `len` bytes: a longer one is cut short)
-  /// and forgets it; a rendezvous not done by `deadline` is cancelled.
+  /// and forgets it; a rendezvous not done by `deadline` stops the worker (stop_progress),
+  /// since `into` may go.
   void drop(ucp_tag_message_h message, std::byte* into, size_t len, Deadline deadline);
 
  private:
@@ -126,6 +132,7 @@ class Worker {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::atomic<bool> held_{false};  // Hold
+  std::atomic<bool> stopped_{false};  // stop_progress
   int wakeup_fd_ = -1;  // UCX's event fd
   int stop_fd_ = -1;    // an eventfd that stops the thread
   std::atomic<uint64_t> driven_{0};  // how many times calls progressed the worker
