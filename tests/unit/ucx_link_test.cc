@@ -217,6 +217,51 @@ TEST(UcxLinkTest, AStalledRendezvousWritesNothingAfterTheReceiveGaveUp) {
   b.reset();
 }
 
+// The mirror image: a link closed while a message it sends by rendezvous waits for a peer
+// that stopped. The caller's buffer is the caller's again once the link is gone; when the peer
+// goes on and asks for the message, nothing may be read from that buffer for it.
+TEST(UcxLinkTest, ALinkClosedBeforeAStoppedPeerTookItsMessageSendsNothingAfter) {
+  Ranks r = make_ranks(TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}, 2, random_seed(),
+                       kTestSecret, [](TransportInit& init) { init.path_timeout_ms = 300; });
+  ASSERT_EQ(r.transports.size(), 2u);
+  std::unique_ptr<Pair> a, b;
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  const std::byte one{1};
+  std::byte heard{};
+  ASSERT_EQ(pump(1, [&](size_t) { return b->send_some(&one, 1); },
+                 [&](size_t) { return a->recv_into(&heard, 1); }),
+            1u);
+  auto* receiver = dynamic_cast<ucx::UcxPair*>(a.get());
+  ASSERT_NE(receiver, nullptr);
+  std::vector<std::byte> msg = make_message(9, ucx::UcxPair::kMaxMessage);
+  auto offered = b->offer_some(msg.data(), msg.size());  // one message, by rendezvous
+  ASSERT_TRUE(offered.ok()) << offered.status();
+  ASSERT_EQ(*offered, 0u);
+  // Its announcement leaves, in a round trip or two; the receiver takes it only when asked.
+  const Deadline announced = Deadline::after(absl::Milliseconds(100));
+  while (!announced.expired()) {
+    (void)b->check_peer();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  {
+    ucx::Worker::Hold stopped(receiver->worker());  // the receiving side does nothing
+    b.reset();  // gives its peer a second to take what is under way
+  }
+  std::fill(msg.begin(), msg.end(), std::byte{0xee});  // the caller's buffer, used again
+  std::vector<std::byte> got(msg.size());
+  size_t arrived = 0;
+  const Deadline deadline = Deadline::after(absl::Seconds(2));
+  while (!deadline.expired()) {
+    auto n = a->recv_into(got.data() + arrived, got.size() - arrived);
+    if (!n.ok()) break;  // the receive gave up: the sender never sent
+    arrived += *n;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(std::count(got.begin(), got.end(), std::byte{0xee}), 0)
+      << "the closed link sent bytes from its caller's buffer after it was gone";
+  a.reset();
+}
+
 }  // namespace
 }  // namespace weft::transport
 

@@ -119,7 +119,10 @@ UcxPair::~UcxPair() {
   }
   if (UCS_PTR_IS_PTR(closing)) ucp_request_free(closing);
   // Requests still held complete (or are cancelled) with the endpoint; none may outlive
-  // the buffers they point into.
+  // the buffers they point into. A send the peer never took within the close's second (a
+  // peer stopped, not gone) is neither, and UCX would read it from the ring or the caller's
+  // buffer, both gone by then, whenever the peer went on: the worker stops instead.
+  if (sends_.under_way() || offered_.under_way()) worker_->stop_progress();
   sends_.cancel_all(worker_->get());
   offered_.cancel_all(worker_->get());
   worker_->progress();

@@ -46,6 +46,15 @@ class RequestQueue {
     return UCS_OK;
   }
 
+  /// Whether a request UCX has not finished is still queued.
+  bool under_way() const {
+    for (size_t i = 0; i < count_; ++i) {
+      void* r = slots_[(first_ + i) % N].request;
+      if (r != nullptr && ucp_request_check_status(r) == UCS_INPROGRESS) return true;
+    }
+    return false;
+  }
+
   /// Cancels and frees every request, before the buffers they point into go.
   void cancel_all(ucp_worker_h worker) {
     for (; count_ > 0; --count_, first_ = (first_ + 1) % N) {
