@@ -29,15 +29,20 @@ std::string Reason::text() const {
   return out;
 }
 
-std::pair<double, double> ScopeJudge::growth(const History& h, absl::Time start) {
-  // The baseline is the newest reading at or before the window's start, else the oldest.
+const ScopeJudge::Point& ScopeJudge::baseline(const History& h, absl::Time start) {
+  // The newest reading at or before the window's start, else the oldest.
   const Point* base = &h.points.front();
   for (const Point& p : h.points) {
     if (p.time > start) break;
     base = &p;
   }
-  return {h.points.back().value - base->value,
-          absl::ToDoubleSeconds(h.points.back().time - base->time)};
+  return *base;
+}
+
+std::pair<double, double> ScopeJudge::growth(const History& h, absl::Time start) {
+  const Point& base = baseline(h, start);
+  return {h.points.back().value - base.value,
+          absl::ToDoubleSeconds(h.points.back().time - base.time)};
 }
 
 std::pair<State, Reason> ScopeJudge::judge(const Rule& rule, const History& h,
@@ -54,10 +59,15 @@ std::pair<State, Reason> ScopeJudge::judge(const Rule& rule, const History& h,
     r.measured = last.value;
   } else if (rule.measure == Measure::kRatio) {
     const auto per = counters_.find(rule.per);
-    const double of = per == counters_.end() || per->second.points.empty()
-                          ? 0
-                          : growth(per->second, start).first;
-    r.measured = of >= std::max(rule.min_per, 1e-9) ? growth(h, start).first / of : 0;
+    double of = 0, grew = 0;
+    if (per != counters_.end() && !per->second.points.empty()) {
+      // Both over the same span: a counter that started over (reset) has a later baseline
+      // than the other, and growths over different spans make no ratio.
+      const absl::Time from = std::max(baseline(h, start).time, baseline(per->second, start).time);
+      of = growth(per->second, from).first;
+      grew = growth(h, from).first;
+    }
+    r.measured = of >= std::max(rule.min_per, 1e-9) ? grew / of : 0;
   } else {
     const auto [delta, seconds] = growth(h, start);
     r.measured = rule.measure == Measure::kDelta ? delta : (seconds > 0 ? delta / seconds : 0);
@@ -82,10 +92,12 @@ std::optional<Change> ScopeJudge::observe(const Sample& sample, const Policy& po
     auto [it, added] = counters_.try_emplace(c.name);
     History& h = it->second;
     h.kind = c.kind;
-    // A counter that appears after the scope's first reading (an XID never seen before) was
-    // zero at the reading before: its first events count. A counter in the first reading is
-    // only a baseline, since what it held when the job started says nothing about now.
-    if (added && c.kind == CounterKind::kCumulative && last_time_ != absl::InfinitePast()) {
+    // An event counter weft counts itself that appears after the scope's first reading (an
+    // XID never seen before) was zero at the reading before: its first events count. Any
+    // other first reading is only a baseline, since what it held when the job started (or
+    // when its read first succeeded) says nothing about now.
+    if (added && c.counted_here && c.kind == CounterKind::kCumulative &&
+        last_time_ != absl::InfinitePast()) {
       h.points.push_back({last_time_, 0});
     }
     // A cumulative counter that went down was reset (a cleared port counter, a restarted

@@ -70,6 +70,8 @@ class ScopeJudge {
     CounterKind kind = CounterKind::kCumulative;
     std::deque<Point> points;  // oldest first; the first is the window's baseline
   };
+  /// The reading a window that starts at `start` measures `h` from.
+  static const Point& baseline(const History& h, absl::Time start);
   /// How much `h` grew since the window that starts at `start`, and over how many seconds.
   static std::pair<double, double> growth(const History& h, absl::Time start);
   /// What `rule` says of `h` now: the level and why.

@@ -12,12 +12,20 @@ int LinkSource::rail_of(std::string_view ifname, int order) const {
 
 void LinkSource::sample(absl::Time now, std::vector<Sample>& out) {
   walk_([&](const LinkView& view) {
+    const size_t begin = out.size();
+    // A link's counters, weft's own and its sockets', count from the link's birth: one that
+    // appears after the scope's first reading (a link made lazily) was zero before.
+    const auto born_here = [&] {
+      for (size_t i = begin; i < out.size(); ++i) {
+        for (Counter& c : out[i].counters) c.counted_here = true;
+      }
+    };
     Sample link{Scope{.kind = ScopeKind::kLink, .peer = view.peer, .device = std::string(view.transport)},
                 now, {}};
     link.counters.push_back({"link_failed_connects", static_cast<double>(view.failed_connects)});
     if (view.pair == nullptr) {
       out.push_back(std::move(link));
-      return;
+      return born_here();
     }
     const transport::PairStats stats = view.pair->stats();
     link.counters.push_back({"link_stalls", static_cast<double>(view.pair->stalls())});
@@ -66,6 +74,7 @@ void LinkSource::sample(absl::Time now, std::vector<Sample>& out) {
       out[first_rail - 1].counters.push_back(
           {"link_every_rail_down", rails_down == rails ? 1.0 : 0.0, CounterKind::kGauge});
     }
+    born_here();
   });
 }
 

@@ -294,7 +294,8 @@ void NvmlSource::sample_gpu(int index, absl::Time now, std::vector<Sample>& out)
   for (const auto& [xid, count] : gpu.xid_counts) {
     sample.counters.push_back({.name = absl::StrCat("xid_", xid),
                                .value = static_cast<double>(count),
-                               .kind = CounterKind::kCumulative});
+                               .kind = CounterKind::kCumulative,
+                               .counted_here = true});
   }
   out.push_back(std::move(sample));
 }

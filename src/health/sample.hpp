@@ -49,6 +49,10 @@ struct Counter {
   std::string name;  ///< lower_snake_case, unique within its scope: "tcp_retransmits"
   double value = 0;
   CounterKind kind = CounterKind::kCumulative;
+  /// Counted from zero by weft itself (NVML's XID events): one that first appears after the
+  /// scope's first reading was zero at the reading before. Any other counter that appears
+  /// late (a read that failed at first) is only a baseline, like every first reading.
+  bool counted_here = false;
 };
 
 struct Sample {

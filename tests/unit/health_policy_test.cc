@@ -116,12 +116,27 @@ TEST(ScopeJudge, ACounterThatAppearsLaterStartedAtZero) {
   ScopeJudge j(reading("ecc_uncorrected", 0, 0).scope);
   j.observe(reading("ecc_uncorrected", 0, 0), p);
   Sample s = reading("ecc_uncorrected", 0, 1);
-  s.counters.push_back({"xid_79", 1});
+  s.counters.push_back({.name = "xid_79", .value = 1, .counted_here = true});
   auto change = j.observe(s, p);
   ASSERT_TRUE(change);
   EXPECT_EQ(change->to, State::kFailing);
   EXPECT_EQ(change->reason.counter, "xid_79");
   EXPECT_EQ(change->reason.measured, 1);
+}
+
+TEST(ScopeJudge, ACounterFirstReadLateIsOnlyABaseline) {
+  // A port's symbol errors unreadable at the first reading (an empty sysfs file) and 4211 at
+  // the next: that is the port's lifetime count, not a burst.
+  const Policy p = test_policy();
+  ScopeJudge j(reading("ecc_uncorrected", 0, 0).scope);
+  j.observe(reading("ecc_uncorrected", 0, 0), p);
+  Sample s = reading("ecc_uncorrected", 0, 1);
+  s.counters.push_back({"ib_symbol_error", 4211});
+  EXPECT_FALSE(j.observe(s, p));
+  s = reading("ecc_uncorrected", 0, 2);
+  s.counters.push_back({"ib_symbol_error", 4211});
+  EXPECT_FALSE(j.observe(s, p));
+  EXPECT_EQ(j.state(), State::kHealthy);
 }
 
 TEST(ScopeJudge, RateAboveThresholdFailsWithItsReason) {
@@ -165,6 +180,26 @@ TEST(ScopeJudge, RetransmitsAreAShareOfTheSegmentsSent) {
   EXPECT_DOUBLE_EQ(change->reason.measured, 0.05);
   EXPECT_EQ(change->reason.per, "tcp_segments_sent");
   EXPECT_EQ(change->reason.text(), "tcp_retransmits ratio 5% >= 3% of tcp_segments_sent over 1s");
+}
+
+TEST(ScopeJudge, ARatioIsMeasuredOverOneSpanWhenOneCounterStartsOver) {
+  // Segments sent reset (a counter that went down starts over) while the retransmits kept
+  // their history: 1.6% of the traffic must stay 1.6%, not 1 s of retransmits over 0.5 s of
+  // segments.
+  Policy p = Policy::defaults();
+  ScopeJudge j(reading("tcp_retransmits", 0, 0).scope);
+  double retransmits = 0, sent = 3.0e9;
+  for (int tick = 0; tick <= 4; ++tick) {  // 100000 segments and 1600 retransmits a 0.5 s
+    j.observe(segments(retransmits, sent, tick * 0.5), p);
+    retransmits += 1600, sent += 100000;
+  }
+  ASSERT_EQ(j.state(), State::kSuspect);  // 1.6% >= 1%
+  sent = 50000;  // started over
+  for (int tick = 5; tick <= 8; ++tick) {
+    EXPECT_FALSE(j.observe(segments(retransmits, sent, tick * 0.5), p)) << tick;
+    EXPECT_EQ(j.state(), State::kSuspect) << tick << ": " << j.reason().text();
+    retransmits += 1600, sent += 100000;
+  }
 }
 
 TEST(ScopeJudge, BurstBelowTheThresholdChangesNothing) {

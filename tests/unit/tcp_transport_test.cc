@@ -23,6 +23,7 @@
 #include "transport/tcp/handshake.hpp"
 #include "transport/tcp/liveness.hpp"
 #include "transport/tcp/pair.hpp"
+#include "transport/tcp/tcp_info.hpp"
 
 namespace weft::transport {
 namespace {
@@ -354,6 +355,22 @@ TEST(TcpTransport, ChoosesListenInterface) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->address().rfind("127.0.0.1:", 0), 0u) << (*t)->address();
   EXPECT_EQ((*t)->name(), "tcp");
+}
+
+// TCP_INFO's segment and retransmission totals are 32 bits: carried on across a wrap, they
+// keep growing, where a monitor would otherwise take the wrap for a reset.
+TEST(SocketTotals, CarryThe32BitTotalsOnAcrossAWrap) {
+  tcp::SocketTotals totals;
+  tcp::SocketPathInfo info;
+  info.segments_sent = 0xffffff00u;
+  info.retransmits = 7;
+  totals.widen(&info);
+  EXPECT_EQ(info.segments_sent, 0xffffff00u);
+  info.segments_sent = 0x100;  // wrapped: 0x200 more
+  info.retransmits = 9;
+  totals.widen(&info);
+  EXPECT_EQ(info.segments_sent, 0x100000100u);
+  EXPECT_EQ(info.retransmits, 9u);
 }
 
 }  // namespace

@@ -217,6 +217,7 @@ TcpPair::~TcpPair() = default;
 
 void TcpPair::name_paths() const {
   path_ifnames_.assign(rails_, std::string());
+  rail_totals_.assign(rails_, SocketTotals());
   for (size_t r = 0; r < rails_; ++r) {
     SockAddr local;
     socklen_t len = sizeof local.storage;
@@ -362,6 +363,7 @@ void TcpPair::read_path_counters(PathCounterSink sink) const {
     sink(path, "path_down", down ? 1.0 : 0.0, false);
     SocketPathInfo info;
     if (data.dead_seen_elsewhere() || !read_socket_path_info(data.fd(), &info)) continue;
+    rail_totals_[r].widen(&info);
     sink(path, "tcp_retransmits", static_cast<double>(info.retransmits), true);
     sink(path, "tcp_retransmits_spurious", static_cast<double>(info.dsack_dups), true);
     sink(path, "tcp_segments_sent", static_cast<double>(info.segments_sent), true);

@@ -41,6 +41,7 @@
 #include "transport/tcp/address.hpp"
 #include "transport/tcp/link_events.hpp"
 #include "transport/tcp/path.hpp"
+#include "transport/tcp/tcp_info.hpp"
 #include "transport/tcp/relay.hpp"
 #include "transport/transport.hpp"
 
@@ -176,6 +177,7 @@ class TcpPair : public Pair {
   // Empty: none found. Written and read by the health monitor's thread alone.
   mutable std::vector<std::string> path_ifnames_;
   mutable bool paths_named_ = false;
+  mutable std::vector<SocketTotals> rail_totals_;  ///< each rail's data socket, likewise
 };
 
 }  // namespace weft::transport::tcp

@@ -25,4 +25,30 @@ struct SocketPathInfo {
 /// Reads `fd`'s TCP_INFO; false when the kernel refuses (not a tcp socket, closed).
 bool read_socket_path_info(int fd, SocketPathInfo* out);
 
+/// The kernel keeps segments sent, retransmissions and D-SACKs in 32 bits (tcpi_segs_out
+/// wraps in about 80 minutes at 10 Gb/s). A monitor that took the wrap for a reset would start
+/// that counter over while a ratio's other counter kept its history. Fed each reading of one
+/// socket in order, this carries them on in 64 bits.
+class SocketTotals {
+ public:
+  void widen(SocketPathInfo* info) {
+    info->retransmits = retransmits_.add(info->retransmits);
+    info->dsack_dups = dsack_dups_.add(info->dsack_dups);
+    info->segments_sent = segments_sent_.add(info->segments_sent);
+  }
+
+ private:
+  struct Wide {
+    uint64_t total = 0;
+    uint32_t last = 0;
+    uint64_t add(uint64_t raw) {
+      const auto now = static_cast<uint32_t>(raw);
+      total += static_cast<uint32_t>(now - last);  // modulo 2^32: across a wrap too
+      last = now;
+      return total;
+    }
+  };
+  Wide retransmits_, dsack_dups_, segments_sent_;
+};
+
 }  // namespace weft::transport::tcp
