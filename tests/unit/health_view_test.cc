@@ -71,5 +71,31 @@ TEST(HealthView, HealthyIsZeroAndSilenceIsTwo) {
   EXPECT_NE(job_table(job).find("does not answer"), std::string::npos);
 }
 
+// A server on the port that is not weft's, or a body of another shape, is an endpoint that
+// did not answer as weft: never a healthy rank, never a crash.
+TEST(HealthView, AnswersNotShapedAsWeftsAreNotARank) {
+  const std::vector<nlohmann::json> foreign = {
+      nlohmann::json::array(), 1, {{"status", "ok"}}, {{"rank", 0}, {"scopes", {1}}},
+      {{"rank", "0"}, {"scopes", nlohmann::json::array()}},
+      {{"rank", 0}, {"scopes", {{{"state", 3}}}}}};
+  for (const nlohmann::json& body : foreign) {
+    RankView v;
+    v.endpoint = "127.0.0.1:9401";
+    v.health = body;
+    const nlohmann::json job = job_json({rank(0, "HEALTHY", 0), v}, "t");
+    EXPECT_EQ(job["answered"], 1) << body;
+    EXPECT_EQ(job_status(job), 2) << body;
+    const std::string table = job_table(job);
+    EXPECT_NE(table.find("does not look like weft's"), std::string::npos) << table;
+  }
+  // A /route of another shape is left out; the rank's /health still counts.
+  RankView odd = rank(1, "HEALTHY", 0);
+  odd.route["isolated_links"] = {{"a"}};
+  const nlohmann::json job = job_json({rank(0, "HEALTHY", 0), odd}, "t");
+  EXPECT_EQ(job["answered"], 2);
+  EXPECT_EQ(job["isolated_links"], nlohmann::json::array());
+  EXPECT_NE(job_table(job).find("/route does not look like weft's"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace weft::tools::health

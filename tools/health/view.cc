@@ -29,6 +29,46 @@ std::string human_bytes(double b) {
   return absl::StrFormat("%.0f B", b);
 }
 
+// What an endpoint answered must look like weft's (src/health/json.cc) before anything is
+// read from it: a foreign server on the port, or another version, is "not a weft endpoint",
+// never a healthy rank nor a crash. Empty when it does.
+std::string health_shape_error(const nlohmann::json& h) {
+  if (!h.is_object() || !h.contains("rank") || !h["rank"].is_number_integer() ||
+      !h.contains("scopes") || !h["scopes"].is_array()) {
+    return "an object with an integer rank and an array of scopes";
+  }
+  for (const nlohmann::json& s : h["scopes"]) {
+    if (!s.is_object()) return "scopes that are objects";
+    for (const char* key : {"scope", "kind", "state", "since"}) {
+      if (s.contains(key) && !s[key].is_string()) return absl::StrCat("a string ", key);
+    }
+    if (s.contains("peer") && !s["peer"].is_number_integer()) return "an integer peer";
+    if (s.contains("reason") && !s["reason"].is_object()) return "a reason that is an object";
+    if (s.contains("counters") && !s["counters"].is_object()) return "counters in an object";
+  }
+  return "";
+}
+
+bool is_int_array(const nlohmann::json& a, size_t size = 0) {
+  if (!a.is_array() || (size != 0 && a.size() != size)) return false;
+  return std::all_of(a.begin(), a.end(), [](const nlohmann::json& x) { return x.is_number_integer(); });
+}
+
+bool route_has_shape(const nlohmann::json& r) {
+  if (!r.is_object() || !r.contains("epoch") || !r["epoch"].is_number_unsigned() ||
+      !r.contains("ring") || !is_int_array(r["ring"]) || !r.contains("isolated_links") ||
+      !r["isolated_links"].is_array() || !r.contains("changes") || !r["changes"].is_array()) {
+    return false;
+  }
+  for (const nlohmann::json& l : r["isolated_links"]) {
+    if (!is_int_array(l, 2)) return false;
+  }
+  for (const nlohmann::json& c : r["changes"]) {
+    if (!c.is_object() || !c.contains("change") || !c["change"].is_string()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 nlohmann::json job_json(const std::vector<RankView>& ranks, const std::string& time) {
@@ -38,7 +78,20 @@ nlohmann::json job_json(const std::vector<RankView>& ranks, const std::string& t
   uint64_t epoch = 0;
   nlohmann::json ring, changes = nlohmann::json::array();
   int answered = 0;
-  for (const RankView& r : ranks) {
+  for (const RankView& given : ranks) {
+    RankView r = given;
+    if (!r.health.is_null()) {
+      if (const std::string want = health_shape_error(r.health); !want.empty()) {
+        r.error = absl::StrCat(r.endpoint, ": /health does not look like weft's (it needs ", want,
+                               "): is this a weft endpoint of this version?");
+        r.health = nullptr;
+        r.route = nullptr;
+      }
+    }
+    if (!r.route.is_null() && !route_has_shape(r.route)) {
+      r.route = nullptr;
+      if (r.error.empty()) r.error = absl::StrCat(r.endpoint, ": /route does not look like weft's");
+    }
     nlohmann::json x = {{"endpoint", r.endpoint}};
     if (!r.error.empty()) x["error"] = r.error;
     if (!r.health.is_null()) {
