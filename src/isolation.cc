@@ -79,7 +79,7 @@ void Isolation::judged(const health::Change& change) {
 
 bool Isolation::judge(Target target, const health::Change& change) {
   Link& entry = target.rail ? links_[target] : link_to(target.id);
-  entry.judge = change.to;
+  entry.judges[change.scope] = change.to;
   if (change.to != health::State::kFailing) return false;
   const bool news = !entry.failing && entry.use != Use::kIsolated;
   entry.failing = true;
@@ -134,7 +134,7 @@ void Isolation::adopted(const RouteChange& change, absl::Time now, std::string n
     // In use, the state people saw was the judge's.
     const health::State from =
         link.use == Use::kInUse
-            ? link.judge
+            ? link.judge()
             : state_of_use(link.use == Use::kIsolated, link.use == Use::kProbation);
     std::string why;
     if (change.isolates()) {
@@ -151,7 +151,7 @@ void Isolation::adopted(const RouteChange& change, absl::Time now, std::string n
       link.use = Use::kProbation;
       // A judge that never stepped down (a quiet time shorter than WEFT_HEALTH_RECOVER) sends
       // no new FAILING: take its word now.
-      link.failing = link.judge == health::State::kFailing;
+      link.failing = link.judge() == health::State::kFailing;
     }
     link.since = now;
     report = report_of(link, from, std::move(why));

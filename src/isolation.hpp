@@ -20,6 +20,7 @@
 // whether it stays.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -81,7 +82,15 @@ class Isolation {
   struct Link {
     health::Scope scope;  ///< whose state it reports
     Use use = Use::kInUse;
-    health::State judge = health::State::kHealthy;  ///< the judge's last word
+    /// Each scope's last word on it: the link's own judge, its NVLinks', the GPU's (a GPU
+    /// speaks for every link on its host). One still FAILING keeps the link failing, whatever
+    /// another says since.
+    std::map<health::Scope, health::State> judges;
+    health::State judge() const {
+      health::State worst = health::State::kHealthy;
+      for (const auto& [scope, state] : judges) worst = std::max(worst, state);
+      return worst;
+    }
     bool failing = false;   ///< judged FAILING, and not isolated since
     absl::Time since;       ///< entered `use`
     health::Reason reason;  ///< of the last FAILING

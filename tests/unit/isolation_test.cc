@@ -128,6 +128,27 @@ TEST(Isolation, AJudgeStillFailingAtTheProbeIsolatesAgainAtOnce) {
   EXPECT_EQ(p->action, RouteChange::kIsolateLink);
 }
 
+// Several scopes speak for one link: its own judge and its NVLinks' (a GPU's, for every link
+// on its host). The link's own judge stepping down while the NVLink stays FAILING leaves the
+// link failing: restored after its quiet time, it is isolated again at once.
+TEST(Isolation, AnNvlinkStillFailingKeepsItsLinkFailingWhateverTheLinksJudgeSays) {
+  Fixture f;
+  Change nvlink = judged(3, State::kHealthy, State::kFailing);
+  nvlink.scope = {.kind = ScopeKind::kNvlink, .peer = 3, .gpu = 0, .link = 2, .device = "x"};
+  f.iso.judged(judged(3, State::kHealthy, State::kSuspect));
+  f.iso.judged(nvlink);
+  f.iso.adopted(*f.iso.proposal(f.t0), f.t0);
+  f.iso.judged(judged(3, State::kSuspect, State::kHealthy));  // the link's own counters calm
+  const absl::Time probe = f.t0 + absl::Seconds(30);
+  auto back = f.iso.proposal(probe);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->action, RouteChange::kRestoreLink);
+  f.iso.adopted(*back, probe);
+  auto again = f.iso.proposal(probe);
+  ASSERT_TRUE(again.has_value()) << "the NVLink never stepped down";
+  EXPECT_EQ(again->action, RouteChange::kIsolateLink);
+}
+
 TEST(Isolation, ThePeersIsolationIsOursToProbeAndOthersAreNot) {
   Fixture f;
   f.iso.adopted({RouteChange::kIsolateLink, 0, 1}, f.t0);  // rank 0 judged it
