@@ -43,9 +43,10 @@ std::string Route::adopt(const RouteChange& change) {
                            "ring still crosses one, at its full cost)");
   } else if (schedule_.ring() == before) {
     absl::StrAppend(&line, " (unchanged)");
-  } else if (pieces_ > hosts_.size()) {
+  } else if (hosts_.size() > 1 && crossings_ > hosts_.size()) {
     absl::StrAppend(&line, ": no relay, every rail; a host's ranks are apart, so the ring "
-                           "crosses the network ", pieces_, " times instead of ", hosts_.size());
+                           "crosses the network ", crossings_, " times instead of ",
+                    hosts_.size());
   } else {
     absl::StrAppend(&line, ": no relay, every rail, the fault-free ring's bandwidth");
   }
@@ -59,11 +60,22 @@ std::string Route::adopt(const RouteChange& change) {
 void Route::reroute(uint64_t epoch) {
   RingSearch found = ring_avoiding(hosts_, isolated_);
   usable_.ring = found.ring.has_value();
-  pieces_ = found.ring ? found.pieces : hosts_.size();
   // Without a ring that avoids every isolated link, the ring keeps hosts together as before.
   std::vector<int> ring = found.ring ? *std::move(found.ring) : schedule_.ring();
   schedule_ = Schedule(epoch, std::move(ring));
   const int n = static_cast<int>(schedule_.ring().size());
+  // How often the ring goes from one host to another, counted on the ring itself (the search's
+  // pieces are not that: a search that placed ranks one by one has a piece per rank).
+  std::vector<size_t> host_of(n);
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    for (int r : hosts_[h]) {
+      if (r >= 0 && r < n) host_of[r] = h;
+    }
+  }
+  crossings_ = 0;
+  for (int i = 0; i < n && hosts_.size() > 1; ++i) {
+    crossings_ += host_of[schedule_.ring()[i]] != host_of[schedule_.ring()[(i + 1) % n]];
+  }
   usable_.rounds = true;
   isolated_.for_each([&](int a, int b) {
     if (rounds_link(schedule_.position_of(a), schedule_.position_of(b), n)) usable_.rounds = false;

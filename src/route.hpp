@@ -47,7 +47,7 @@ class Route {
   std::set<std::pair<int, int>> rails_;
   Schedule schedule_;
   UsableLinks usable_;
-  size_t pieces_ = 0;  // of the hosts in the ring (RingSearch::pieces)
+  size_t crossings_ = 0;  // ring neighbours on different hosts
 };
 
 }  // namespace weft

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace weft {
 namespace {
 
@@ -80,6 +82,37 @@ TEST(Route, ALinkInsideAHostSplitsItAndSaysWhatThatCosts) {
   EXPECT_TRUE(route.usable().ring);
   EXPECT_FALSE(ring_crosses(route.schedule(), 2, 3)) << line;
   EXPECT_NE(line.find("crosses the network 4 times instead of 2"), std::string::npos) << line;
+}
+
+// Counted on the ring: on one host the ring never crosses the network, however its ranks
+// are ordered around an isolated link.
+TEST(Route, OnOneHostALinkIsolatedSaysNothingOfTheNetwork) {
+  for (const auto& [a, b] : {std::pair{0, 1}, {0, 3}, {1, 2}}) {
+    Route route(peers(1, 4));
+    const std::string line = route.adopt({RouteChange::kIsolateLink, static_cast<uint32_t>(a),
+                                          static_cast<uint32_t>(b)});
+    EXPECT_TRUE(route.usable().ring);
+    EXPECT_FALSE(ring_crosses(route.schedule(), a, b)) << line;
+    EXPECT_EQ(line.find("network"), std::string::npos) << line;
+  }
+  // Two hosts, rank 1's GPU failing: its links to its host are isolated. The ring goes
+  // 0 ... across ... and back: counted on the ring, not as one piece per rank.
+  Route two(peers(2, 4));  // h0: 0 1 2 3, h1: 4 5 6 7
+  two.adopt({RouteChange::kIsolateLink, 0, 1});
+  two.adopt({RouteChange::kIsolateLink, 1, 2});
+  const std::string line = two.adopt({RouteChange::kIsolateLink, 1, 3});
+  ASSERT_TRUE(two.usable().ring) << line;
+  const std::vector<int>& ring = two.schedule().ring();
+  size_t crossings = 0;
+  for (size_t i = 0; i < ring.size(); ++i) {
+    crossings += (ring[i] < 4) != (ring[(i + 1) % ring.size()] < 4);
+  }
+  if (crossings > 2) {
+    EXPECT_NE(line.find(absl::StrCat("crosses the network ", crossings, " times instead of 2")),
+              std::string::npos) << line;
+  } else {
+    EXPECT_EQ(line.find("network"), std::string::npos) << line;
+  }
 }
 
 TEST(Route, ARailIsolatedKeepsTheRingAndStartsAnEpoch) {
