@@ -109,6 +109,7 @@ class HostOrderSearch {
       return exit == first || !isolated_.has(exit, first);  // a ring of one rank has no link
     }
     for (size_t next = 1; next < hosts_.size(); ++next) {
+      if (++steps_ >= budget_) return false;  // the scan costs too: thousands of pieces
       if (used_[next]) continue;
       for (size_t entry = 0; entry < hosts_[next].entries(); ++entry) {
         if (++steps_ >= budget_) return false;
@@ -165,6 +166,26 @@ RingSearch ring_avoiding(const std::vector<std::vector<int>>& hosts, const LinkS
   RingSearch found = HostOrderSearch(paths, isolated, step_budget).run();
   found.pieces = paths.size();
   if (found.ring) return found;
+  // A host the ring must pass twice (three hosts, every link between two of them isolated:
+  // h1 h0 h2 h0) goes in two halves of its path: still few pieces, and each stays together.
+  std::vector<HostPath> halves;
+  for (const HostPath& p : paths) {
+    if (p.path.size() < 2) {
+      halves.push_back(p);
+      continue;
+    }
+    const auto mid = p.path.begin() + static_cast<ptrdiff_t>(p.path.size() / 2);
+    for (auto [from, to] : {std::pair{p.path.begin(), mid}, {mid, p.path.end()}}) {
+      HostPath half{std::vector<int>(from, to), false};
+      half.cyclic = half.path.size() > 2 && !isolated.has(half.path.back(), half.path.front());
+      halves.push_back(std::move(half));
+    }
+  }
+  if (halves.size() > paths.size()) {
+    RingSearch halved = HostOrderSearch(halves, isolated, step_budget).run();
+    halved.pieces = halves.size();
+    if (halved.ring) return halved;
+  }
   // Pieces of one host must not meet where their ranks' link is isolated, which may take
   // splitting the others too: then every rank is a piece of its own (a plain Hamiltonian
   // cycle), which finds a ring wherever one exists, at the cost of host locality.

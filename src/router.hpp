@@ -58,6 +58,8 @@ struct RingSearch {
 /// With nothing isolated it is the hosts in order, each host's ranks in rank order. Inside a
 /// host it keeps one path (rank order, or the first one found around isolated links; pieces
 /// where there is none) and varies only where the ring enters it (rotations and direction).
+/// Where no such ring exists it tries each host's path in two halves (a host the ring must
+/// pass twice), then every rank on its own.
 RingSearch ring_avoiding(const std::vector<std::vector<int>>& hosts, const LinkSet& isolated,
                          uint64_t step_budget = 1'000'000);
 

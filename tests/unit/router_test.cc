@@ -195,6 +195,20 @@ TEST(Router, EveryRingFoundIsValid) {
 }
 
 // The size issue 22 names: 4,096 ranks, 8 a host, 1% of the links between hosts isolated.
+// Three hosts of 8, every link between the second and the third isolated (a bad path between
+// two hosts): the ring must pass the first host twice, 0-3, 8-15, 4-7, 16-23. Each host stays
+// in at most two pieces, not one per rank.
+TEST(Router, AHostTheRingMustPassTwiceGoesInTwoHalves) {
+  const auto hosts = hosts_of_sizes({8, 8, 8});
+  LinkSet isolated;
+  for (int a = 8; a < 16; ++a) {
+    for (int b = 16; b < 24; ++b) isolated.add(a, b);
+  }
+  const RingSearch found = ring_avoiding(hosts, isolated);
+  ASSERT_TRUE(found.ring.has_value());
+  EXPECT_EQ(ring_problem(*found.ring, hosts, isolated, /*pieces=*/6), "");
+}
+
 TEST(Router, FindsARingForFourThousandRanks) {
   const auto hosts = hosts_of_sizes(std::vector<int>(512, 8));
   std::mt19937 rng(1);
