@@ -26,6 +26,7 @@ std::vector<LinkHealth> health_of(const health::Monitor* monitor) {
     h.scope = public_scope(s.scope);
     h.state = public_state(s.state);
     h.since = s.since;
+    h.read = s.read;
     if (!s.reason.counter.empty()) h.reason = s.reason.text();
     for (const health::Reading& r : s.counters) {
       h.counters.push_back({r.name, r.value, r.rate, r.kind == health::CounterKind::kCumulative});

@@ -47,6 +47,9 @@ struct LinkHealth {
   absl::Time since = absl::InfinitePast();  ///< when it entered `state`
   std::string reason;  ///< "tcp_retransmits rate 96.5/s >= 20/s over 5s"; empty if HEALTHY
   std::vector<HealthCounter> counters;
+  /// When `counters` were read: the monitor reads every WEFT_HEALTH_INTERVAL_MS, so two
+  /// snapshots taken a second apart may hold readings 0.5 or 1.5 s apart.
+  absl::Time read = absl::InfinitePast();
 };
 
 struct HealthChange {

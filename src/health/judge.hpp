@@ -60,6 +60,8 @@ class ScopeJudge {
   absl::Time since() const { return since_; }
   const Reason& reason() const { return reason_; }
   std::vector<Reading> readings() const;
+  /// When the latest sample was taken (InfinitePast: none yet).
+  absl::Time last_read() const { return last_time_; }
 
  private:
   struct Point {

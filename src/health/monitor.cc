@@ -106,7 +106,10 @@ std::vector<ScopeHealth> Monitor::snapshot() const {
   for (const ScopeJudge& j : judges_) {
     const absl::Time since =
         j.since() == absl::InfinitePast() ? j.since() : j.since() + wall_offset_;
-    out.push_back({j.scope(), j.state(), since, j.reason(), j.readings()});
+    const absl::Time read = j.last_read() == absl::InfinitePast()
+                                ? j.last_read()
+                                : j.last_read() + wall_offset_;
+    out.push_back({j.scope(), j.state(), since, j.reason(), j.readings(), read});
     if (auto it = recorded_.find(j.scope()); it != recorded_.end()) {
       out.back().state = it->second.to;
       out.back().since = it->second.time;

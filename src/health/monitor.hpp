@@ -31,6 +31,7 @@ struct ScopeHealth {
   absl::Time since;  ///< when it entered `state` (InfinitePast: never changed)
   Reason reason;     ///< why (empty counter while HEALTHY)
   std::vector<Reading> counters;
+  absl::Time read = absl::InfinitePast();  ///< when `counters` were read (wall clock)
 };
 
 class Monitor {

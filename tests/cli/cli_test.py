@@ -534,6 +534,9 @@ def test_23_diag_topo_and_counters_show_the_fake_hardware(cli):
         for name in ["nvlink_crc_flit", "ecc_corrected", "ib_symbol_error", "tcp_retransmits",
                      "link_bytes_sent"]:
             check(name in names, f"counters: {name}", r)
+        rates = [c["rate_interval"] for rank in json.loads(r.out)["ranks"] for s in rank["scopes"]
+                 for c in s["counters"] if "rate_interval" in c]
+        check(rates and min(rates) >= 0, "counters: a rate between the two readings, none negative", r)
         # Started by no launcher: a job of one rank, this host's GPUs and ports.
         r = cli.run([cli.weft, "diag", "counters", "--interval", "0.2", "--json"], clean_env(hw.env))
         alone = json.loads(r.out)["ranks"] if r.rc == 0 else []

@@ -1,5 +1,6 @@
 #include "tools/diag/diag_run.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -183,6 +184,17 @@ int run_counters_command(const DiagFlags& flags, int argc, char** argv) {
   const auto interval = absl::Seconds(f.interval_s);
   const std::vector<LinkHealth> before = job.comm().health();
   absl::SleepFor(interval);
+  // The monitor reads on its own ticks: a short interval may still see the same reading, which
+  // gives no rate. Its next one comes within WEFT_HEALTH_INTERVAL_MS (at most a minute; a
+  // second is waited for here).
+  const auto newest = [](const std::vector<LinkHealth>& all) {
+    absl::Time t = absl::InfinitePast();
+    for (const LinkHealth& h : all) t = std::max(t, h.read);
+    return t;
+  };
+  for (int i = 0; i < 100 && newest(job.comm().health()) <= newest(before); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   auto seen = gather_json(job.comm(), observe(job.comm(), &before, interval));
   if (!seen.ok()) return job.failed(seen.status());
   if (job.printer()) {

@@ -50,10 +50,17 @@ nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlie
     for (const HealthCounter& c : h.counters) {
       nlohmann::json cj = {{"name", c.name}, {"value", c.value}, {"cumulative", c.cumulative}};
       if (c.cumulative) cj["rate"] = c.rate;
-      if (then != nullptr && c.cumulative && interval > absl::ZeroDuration()) {
+      // Over the time between the two readings, which the monitor takes on its own ticks:
+      // not the interval slept, which may hold one reading twice or three apart.
+      const double seconds =
+          then == nullptr ? 0 : absl::ToDoubleSeconds(h.read - then->read);
+      if (then != nullptr && c.cumulative && interval > absl::ZeroDuration() && seconds > 0) {
         for (const HealthCounter& p : then->counters) {
-          if (p.name == c.name) {
-            cj["rate_interval"] = (c.value - p.value) / absl::ToDoubleSeconds(interval);
+          if (p.name != c.name) continue;
+          if (c.value >= p.value) {
+            cj["rate_interval"] = (c.value - p.value) / seconds;
+          } else {
+            cj["reset_in_interval"] = true;  // went down: cleared, not a negative rate
           }
         }
       }

@@ -11,7 +11,8 @@ namespace weft::tools::diag {
 
 /// Drains the rank's state changes since the communicator started and reads its scopes.
 /// `earlier`, if not null, is health() taken `interval` before: each cumulative counter then
-/// also gets its rate over that interval ("rate_interval").
+/// also gets its rate between the two readings ("rate_interval"), or "reset_in_interval"
+/// where it went down (a cleared port counter).
 nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlier,
                        absl::Duration interval);
 
