@@ -79,6 +79,24 @@ TEST(UcxLinkTest, CallersInputFrom64KiBGoesByRendezvous) {
   EXPECT_EQ(sender->bytes_offered_by_rendezvous(), (128u << 10) + 3);
 }
 
+// Two ranks over UCX's tcp, whose messages stall for at most `path_timeout_ms`.
+Ranks ranks_over_ucx_tcp(int path_timeout_ms, uint64_t job = random_seed()) {
+  return make_ranks(TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}, 2, job, kTestSecret,
+                    [=](TransportInit& init) { init.path_timeout_ms = path_timeout_ms; });
+}
+
+// Links ranks 0 (a) and 1 (b) and moves one byte from b to a, so that each side has heard
+// the other's hello.
+void connect_and_greet(Ranks& r, std::unique_ptr<Pair>& a, std::unique_ptr<Pair>& b) {
+  ASSERT_EQ(r.transports.size(), 2u);
+  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
+  const std::byte one{1};
+  std::byte heard{};
+  ASSERT_EQ(pump(1, [&](size_t) { return b->send_some(&one, 1); },
+                 [&](size_t) { return a->recv_into(&heard, 1); }),
+            1u);
+}
+
 // A UCX worker of its own, outside weft, speaking on a link's tag: what a peer of another
 // version, or a corrupted one, might send.
 class RogueWorker {
@@ -137,15 +155,9 @@ class RogueWorker {
 // rather than landing past the buffer's end.
 TEST(UcxLinkTest, AMessageLongerThanTheReceiveBufferFailsTheLink) {
   const uint64_t job = random_seed();
-  Ranks r = make_ranks(TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}, 2, job);
-  ASSERT_EQ(r.transports.size(), 2u);
+  Ranks r = ranks_over_ucx_tcp(TransportInit().path_timeout_ms, job);
   std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
-  const std::byte one{1};
-  std::byte heard{};
-  ASSERT_EQ(pump(1, [&](size_t) { return b->send_some(&one, 1); },
-                 [&](size_t) { return a->recv_into(&heard, 1); }),
-            1u);
+  ASSERT_NO_FATAL_FAILURE(connect_and_greet(r, a, b));
   const std::vector<std::byte> big(ucx::UcxPair::kMaxMessage + (2 << 20), std::byte{0x5a});
   auto rogue = std::make_unique<RogueWorker>(r.transports[0]->address());
   rogue->send(big, ucx::link_tag(kTestSecret, job, 1, 0) | 1);  // where b's stream goes on
@@ -169,16 +181,9 @@ TEST(UcxLinkTest, AMessageLongerThanTheReceiveBufferFailsTheLink) {
 // under RDMA) fails the receive at the path timeout. The caller's buffer is the caller's again
 // once the call failed: what the sender pushes when it goes on must not land there.
 TEST(UcxLinkTest, AStalledRendezvousWritesNothingAfterTheReceiveGaveUp) {
-  Ranks r = make_ranks(TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}, 2, random_seed(),
-                       kTestSecret, [](TransportInit& init) { init.path_timeout_ms = 300; });
-  ASSERT_EQ(r.transports.size(), 2u);
+  Ranks r = ranks_over_ucx_tcp(/*path_timeout_ms=*/300);
   std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
-  const std::byte one{1};
-  std::byte heard{};
-  ASSERT_EQ(pump(1, [&](size_t) { return b->send_some(&one, 1); },
-                 [&](size_t) { return a->recv_into(&heard, 1); }),
-            1u);
+  ASSERT_NO_FATAL_FAILURE(connect_and_greet(r, a, b));
   auto* sender = dynamic_cast<ucx::UcxPair*>(b.get());
   ASSERT_NE(sender, nullptr);
   const auto msg = make_message(7, ucx::UcxPair::kMaxMessage);
@@ -221,16 +226,9 @@ TEST(UcxLinkTest, AStalledRendezvousWritesNothingAfterTheReceiveGaveUp) {
 // that stopped. The caller's buffer is the caller's again once the link is gone; when the peer
 // goes on and asks for the message, nothing may be read from that buffer for it.
 TEST(UcxLinkTest, ALinkClosedBeforeAStoppedPeerTookItsMessageSendsNothingAfter) {
-  Ranks r = make_ranks(TransportCase{"ucx_tcp", "ucx", ucx_over("tcp"), false}, 2, random_seed(),
-                       kTestSecret, [](TransportInit& init) { init.path_timeout_ms = 300; });
-  ASSERT_EQ(r.transports.size(), 2u);
+  Ranks r = ranks_over_ucx_tcp(/*path_timeout_ms=*/300);
   std::unique_ptr<Pair> a, b;
-  ASSERT_TRUE(connect_pair(r, 0, 1, a, b));
-  const std::byte one{1};
-  std::byte heard{};
-  ASSERT_EQ(pump(1, [&](size_t) { return b->send_some(&one, 1); },
-                 [&](size_t) { return a->recv_into(&heard, 1); }),
-            1u);
+  ASSERT_NO_FATAL_FAILURE(connect_and_greet(r, a, b));
   auto* receiver = dynamic_cast<ucx::UcxPair*>(a.get());
   ASSERT_NE(receiver, nullptr);
   std::vector<std::byte> msg = make_message(9, ucx::UcxPair::kMaxMessage);
