@@ -165,9 +165,9 @@ absl::Status UcxPair::usable() {
   if (!failed_.ok()) return failed_;
   if (worker_->stopped()) {
     return fail(absl::UnavailableError(
-        "UCX could not end a receive that stalled, on this or another link of the "
-        "communicator, and is stopped so that nothing lands in its buffer: make a new "
-        "communicator"));
+        "UCX could not end a message that stalled (a receive given up on, or a send a closed "
+        "link left under way), on this or another link of the communicator, and is stopped so "
+        "that it touches no buffer handed back: make a new communicator"));
   }
   if (const int status = endpoint_failure_->status.load(std::memory_order_acquire);
       status != UCS_OK) {
