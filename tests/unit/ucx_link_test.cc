@@ -97,6 +97,15 @@ void connect_and_greet(Ranks& r, std::unique_ptr<Pair>& a, std::unique_ptr<Pair>
             1u);
 }
 
+// Drives `p`'s side for `how_long`, as its caller would between calls.
+void drive(Pair& p, absl::Duration how_long) {
+  const Deadline deadline = Deadline::after(how_long);
+  while (!deadline.expired()) {
+    (void)p.check_peer();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // A UCX worker of its own, outside weft, speaking on a link's tag: what a peer of another
 // version, or a corrupted one, might send.
 class RogueWorker {
@@ -206,12 +215,7 @@ TEST(UcxLinkTest, AStalledRendezvousWritesNothingAfterTheReceiveGaveUp) {
   }
   ASSERT_EQ(seen.code(), absl::StatusCode::kDeadlineExceeded) << seen;
   std::fill(got.begin(), got.end(), std::byte{0});
-  // The sender goes on, and its worker answers the receiver's request to send.
-  const Deadline settle = Deadline::after(absl::Milliseconds(500));
-  while (!settle.expired()) {
-    (void)b->check_peer();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  drive(*b, absl::Milliseconds(500));  // the sender goes on, and answers the request to send
   EXPECT_EQ(std::count(got.begin(), got.end(), std::byte{0}), static_cast<ptrdiff_t>(got.size()))
       << "bytes landed in the buffer of a receive that had failed";
   // The link stays failed, and says why.
@@ -236,11 +240,7 @@ TEST(UcxLinkTest, ALinkClosedBeforeAStoppedPeerTookItsMessageSendsNothingAfter) 
   ASSERT_TRUE(offered.ok()) << offered.status();
   ASSERT_EQ(*offered, 0u);
   // Its announcement leaves, in a round trip or two; the receiver takes it only when asked.
-  const Deadline announced = Deadline::after(absl::Milliseconds(100));
-  while (!announced.expired()) {
-    (void)b->check_peer();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  drive(*b, absl::Milliseconds(100));
   {
     ucx::Worker::Hold stopped(receiver->worker());  // the receiving side does nothing
     b.reset();  // gives its peer a second to take what is under way

@@ -134,7 +134,7 @@ int run_health_command(const DiagFlags& flags, int argc, char** argv) {
   }
   // The monitor's last readings of the probe's traffic.
   absl::SleepFor(std::max(absl::Seconds(1), 3 * monitor_interval()));
-  auto seen = gather_json(job.comm(), observe(job.comm(), nullptr, absl::ZeroDuration()));
+  auto seen = gather_json(job.comm(), observe(job.comm(), nullptr));
   if (!seen.ok()) return job.failed(seen.status());
   auto policy = health::Policy::from_config(job.comm().impl().config());
   if (!policy.ok()) return job.failed(policy.status());
@@ -181,9 +181,8 @@ int run_counters_command(const DiagFlags& flags, int argc, char** argv) {
   DiagJob job("counters");
   if (!job.join(argc, argv, /*health=*/true)) return job.leave(kCannotRun);
   if (absl::Status s = touch_every_link(job.comm()); !s.ok()) return job.failed(s);
-  const auto interval = absl::Seconds(f.interval_s);
   const std::vector<LinkHealth> before = job.comm().health();
-  absl::SleepFor(interval);
+  absl::SleepFor(absl::Seconds(f.interval_s));
   // The monitor reads on its own ticks: a short interval may still see the same reading, which
   // gives no rate. Its next one comes within WEFT_HEALTH_INTERVAL_MS (at most a minute; a
   // second is waited for here).
@@ -195,7 +194,7 @@ int run_counters_command(const DiagFlags& flags, int argc, char** argv) {
   for (int i = 0; i < 100 && newest(job.comm().health()) <= newest(before); ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  auto seen = gather_json(job.comm(), observe(job.comm(), &before, interval));
+  auto seen = gather_json(job.comm(), observe(job.comm(), &before));
   if (!seen.ok()) return job.failed(seen.status());
   if (job.printer()) {
     nlohmann::json j = {{"schema", "weft.diag.counters/1"}, {"interval_s", f.interval_s},

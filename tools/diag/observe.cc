@@ -15,8 +15,7 @@ nlohmann::json scope_json(const HealthScope& s) {
   return j;
 }
 
-nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlier,
-                       absl::Duration interval) {
+nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlier) {
   // The worst state each counter of each scope took it to: a state steps down only after
   // WEFT_HEALTH_RECOVER, but the worst is what the verdict is about.
   std::map<std::pair<std::string, std::string>, HealthChange> worst;
@@ -47,14 +46,13 @@ nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlie
     j["why"] = std::move(why);
     nlohmann::json counters = nlohmann::json::array();
     const LinkHealth* then = before.count(h.scope.name) ? before[h.scope.name] : nullptr;
+    // Over the time between the two readings, which the monitor takes on its own ticks: not
+    // the interval slept, which may hold one reading twice or three apart.
+    const double seconds = then == nullptr ? 0 : absl::ToDoubleSeconds(h.read - then->read);
     for (const HealthCounter& c : h.counters) {
       nlohmann::json cj = {{"name", c.name}, {"value", c.value}, {"cumulative", c.cumulative}};
       if (c.cumulative) cj["rate"] = c.rate;
-      // Over the time between the two readings, which the monitor takes on its own ticks:
-      // not the interval slept, which may hold one reading twice or three apart.
-      const double seconds =
-          then == nullptr ? 0 : absl::ToDoubleSeconds(h.read - then->read);
-      if (then != nullptr && c.cumulative && interval > absl::ZeroDuration() && seconds > 0) {
+      if (c.cumulative && seconds > 0) {
         for (const HealthCounter& p : then->counters) {
           if (p.name != c.name) continue;
           if (c.value >= p.value) {

@@ -10,11 +10,10 @@
 namespace weft::tools::diag {
 
 /// Drains the rank's state changes since the communicator started and reads its scopes.
-/// `earlier`, if not null, is health() taken `interval` before: each cumulative counter then
-/// also gets its rate between the two readings ("rate_interval"), or "reset_in_interval"
-/// where it went down (a cleared port counter).
-nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlier,
-                       absl::Duration interval);
+/// `earlier`, if not null, is an earlier health(): each cumulative counter then also gets its
+/// rate between the two readings ("rate_interval"), or "reset_in_interval" where it went down
+/// (a cleared port counter).
+nlohmann::json observe(Communicator& comm, const std::vector<LinkHealth>* earlier);
 
 /// The scope fields of HealthScope as JSON.
 nlohmann::json scope_json(const HealthScope& s);
